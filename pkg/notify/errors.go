@@ -1,0 +1,21 @@
+package notify
+
+import "errors"
+
+// Sentinel errors returned by every Store implementation. Callers test them
+// with errors.Is; implementations wrap them with context.
+var (
+	// ErrNotFound reports a missing, expired or deleted item.
+	ErrNotFound = errors.New("notify: not found")
+	// ErrExists reports that an item that must be new already exists.
+	ErrExists = errors.New("notify: already exists")
+	// ErrConflict reports a failed optimistic-concurrency check: the item
+	// changed since it was read. Re-read and try again.
+	ErrConflict = errors.New("notify: conflict")
+	// ErrTooLarge reports a value too large for one stored item. Nothing
+	// is stored and nothing is truncated.
+	ErrTooLarge = errors.New("notify: item too large")
+	// ErrInvalid reports an argument the store refuses (empty key, bad
+	// registry kind, ...). Nothing is stored.
+	ErrInvalid = errors.New("notify: invalid argument")
+)

@@ -1,0 +1,172 @@
+// Package notify holds the durable state of mcpush: sessions, per-stream
+// event logs, keyed mailboxes between processes, resource subscriptions,
+// topic event logs and registries with their content hashes.
+//
+// Every MCP request may be served by a different process (a different
+// Lambda instance), so nothing a session needs lives only in memory: it
+// lives in a Store. Two implementations pass one contract suite
+// (package storetest): SQLite (sqlitestore, embedded, several local
+// processes may share one file) and DynamoDB (dynamostore, production).
+//
+// All Store methods are safe for concurrent use by many goroutines and by
+// many processes sharing the same backing database.
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Registry kinds.
+const (
+	RegistryTools     = "tools"
+	RegistryResources = "resources"
+	RegistryPrompts   = "prompts"
+)
+
+// Registry operations, as carried by SNS registry messages.
+const (
+	OpPut     = "put"     // upsert the items by key
+	OpDelete  = "delete"  // remove the items by key
+	OpReplace = "replace" // the items become the whole registry
+)
+
+// Session is the durable state of one 2025-era MCP session.
+type Session struct {
+	ID        string // at least 128 random bits, URL-safe
+	Principal string // who created it; "" is the anonymous principal
+
+	// Mutable profile, written by CreateSession and UpdateSession.
+	ProtocolVersion    string
+	ClientInfo         json.RawMessage // may be nil
+	ClientCapabilities json.RawMessage // may be nil
+	LogLevel           string          // "" when the client never set one
+	Initialized        bool            // notifications/initialized received
+	CreatedAt          time.Time
+	ExpiresAt          time.Time // idle expiry; an expired session is not found
+
+	// Read-only views, filled by GetSession and maintained by other methods.
+	Version        int64             // optimistic-concurrency token for UpdateSession
+	Subscriptions  []string          // resource URIs, sorted (Subscribe/Unsubscribe)
+	NotifiedHashes map[string]string // registry kind -> last notified hash (Append with HashCAS)
+	Delivered      int64             // highest GET-stream seq written to a client (MarkDelivered)
+}
+
+// Event is one entry of a stream log.
+type Event struct {
+	Seq  int64 // 1, 2, 3, ... with no gaps within one (session, stream)
+	Data []byte
+}
+
+// HashCAS makes an Append conditional on a session's last-notified registry
+// hash, and sets it in the same atomic step.
+type HashCAS struct {
+	Registry string // RegistryTools, RegistryResources or RegistryPrompts
+	Old      string // the append happens only if the stored hash equals Old ("" = never set)
+	New      string // stored hash after the append
+}
+
+// AppendOptions are optional conditions on Append. A nil *AppendOptions
+// means an unconditional append.
+type AppendOptions struct {
+	// IdempotencyKey, when set, makes the append happen at most once per
+	// (session, key): a second Append with the same key appends nothing
+	// and reports appended == false with a nil error.
+	IdempotencyKey string
+	// NotifiedHash, when set, makes the append conditional on the session's
+	// last-notified hash; if it does not match, nothing is appended and
+	// Append reports appended == false with a nil error.
+	NotifiedHash *HashCAS
+}
+
+// TopicEvent is one external event on a topic (from SNS).
+type TopicEvent struct {
+	Topic      string
+	Seq        int64 // 1, 2, 3, ... with no gaps within one topic
+	MessageID  string
+	ReceivedAt time.Time
+	Data       json.RawMessage
+}
+
+// Topic summarises one topic's log.
+type Topic struct {
+	Name      string
+	LastSeq   int64
+	UpdatedAt time.Time
+}
+
+// Registry is the dynamic part of one registry (tools, resources or
+// prompts) published through SNS: items by key, and the content hash.
+type Registry struct {
+	Kind  string
+	Hash  string                     // content hash of Items; "" for an empty, never-written registry
+	Items map[string]json.RawMessage // key (tool or prompt name, resource URI) -> item JSON
+}
+
+// Store is the durable state behind an mcpush deployment.
+type Store interface {
+	// CreateSession stores a new session. It returns ErrExists if the id is
+	// taken. Subscriptions, NotifiedHashes and Delivered start as given.
+	CreateSession(ctx context.Context, s *Session) error
+	// GetSession returns a session; ErrNotFound when missing, deleted or
+	// expired. One read.
+	GetSession(ctx context.Context, id string) (*Session, error)
+	// UpdateSession writes the mutable profile of s (ProtocolVersion,
+	// ClientInfo, ClientCapabilities, LogLevel, Initialized, ExpiresAt)
+	// if the stored Version still equals s.Version, and then increments
+	// s.Version. ErrConflict when it changed, ErrNotFound when gone.
+	UpdateSession(ctx context.Context, s *Session) error
+	// DeleteSession removes a session with its logs, mailbox and
+	// subscriptions. ErrNotFound when there was none.
+	DeleteSession(ctx context.Context, id string) error
+
+	// Append adds data as consecutive events to the log of (session,
+	// stream), atomically: all or nothing, with gap-free sequence numbers.
+	// It returns the seq of the last event appended. The session must
+	// exist (ErrNotFound otherwise). With opts it is conditional; a failed
+	// condition is (0, false, nil).
+	Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *AppendOptions) (lastSeq int64, appended bool, err error)
+	// ReadEvents returns up to limit events of (session, stream) with
+	// Seq > after, in order. One read.
+	ReadEvents(ctx context.Context, sessionID, streamID string, after int64, limit int) ([]Event, error)
+	// MarkDelivered records that GET-stream events up to seq were written to
+	// a client; it never moves Session.Delivered backwards.
+	MarkDelivered(ctx context.Context, sessionID string, seq int64) error
+
+	// PutMessage stores a write-once message under (session, key): the
+	// response to a server-to-client request, a cancellation. The first
+	// write wins; a later one is (false, nil).
+	PutMessage(ctx context.Context, sessionID, key string, data []byte) (created bool, err error)
+	// GetMessage returns the message under (session, key), or ErrNotFound.
+	GetMessage(ctx context.Context, sessionID, key string) ([]byte, error)
+
+	// Subscribe and Unsubscribe maintain a session's resource subscriptions
+	// and the index Subscribers reads. Both are idempotent.
+	Subscribe(ctx context.Context, sessionID, uri string) error
+	Unsubscribe(ctx context.Context, sessionID, uri string) error
+	// Subscribers lists the ids of live sessions subscribed to uri, sorted.
+	Subscribers(ctx context.Context, uri string) ([]string, error)
+
+	// AppendTopicEvent appends an external event to a topic's log,
+	// idempotent on messageID: a repeated messageID appends nothing and
+	// returns the original event with created == false.
+	AppendTopicEvent(ctx context.Context, topic, messageID string, receivedAt time.Time, data json.RawMessage) (ev TopicEvent, created bool, err error)
+	// ReadTopicEvents returns up to limit events with Seq > after, in order.
+	ReadTopicEvents(ctx context.Context, topic string, after int64, limit int) ([]TopicEvent, error)
+	// Topics lists every topic that has events, sorted by name.
+	Topics(ctx context.Context) ([]Topic, error)
+
+	// ApplyRegistry applies op to a registry's items, idempotent on
+	// messageID, and stores the new content hash in the same atomic step.
+	// A repeated messageID changes nothing and reports applied == false.
+	ApplyRegistry(ctx context.Context, kind, op string, items map[string]json.RawMessage, messageID string) (reg *Registry, applied bool, err error)
+	// GetRegistry returns a registry's items and hash (empty if never written).
+	GetRegistry(ctx context.Context, kind string) (*Registry, error)
+	// RegistryHashes returns the current hash of every registry kind that
+	// has been written, in one read.
+	RegistryHashes(ctx context.Context) (map[string]string, error)
+
+	// Close releases the store's resources.
+	Close() error
+}
