@@ -1,0 +1,117 @@
+// Command mcp serves MCP over Streamable HTTP. Outside Lambda it runs a
+// local HTTP server (MCPUSH_ADDR, default 127.0.0.1:8080) at /mcp.
+//
+// It only wires: it reads the environment, opens the store, builds the
+// server and serves it. See the README for the environment variables.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mcpush/mcpush/internal/conformance"
+	"github.com/mcpush/mcpush/internal/storeconfig"
+	"github.com/mcpush/mcpush/pkg/mcp"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if err := run(logger); err != nil {
+		logger.Error("mcp server failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func getenv(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func run(logger *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	addr := getenv("MCPUSH_ADDR", "127.0.0.1:8080")
+	spec := getenv("MCPUSH_STORE", storeconfig.DefaultSpec)
+	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{CreateTable: os.Getenv("MCPUSH_CREATE_TABLE") == "1"})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	fixtures := os.Getenv("MCPUSH_FIXTURES")
+	opts := &mcp.ServerOptions{Logger: logger}
+	switch fixtures {
+	case "":
+	case "conformance":
+		opts.CompletionHandler = conformance.Complete
+	default:
+		return fmt.Errorf("MCPUSH_FIXTURES=%q: the only fixture set is \"conformance\"", fixtures)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: version}, store, opts)
+	if fixtures == "conformance" {
+		conformance.Register(srv)
+	}
+
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("MCPUSH_ADDR=%q: %w", addr, err)
+	}
+	ip := net.ParseIP(host)
+	handler := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{
+		LocalhostOnly:  host == "localhost" || (ip != nil && ip.IsLoopback()),
+		AllowedHosts:   splitList(os.Getenv("MCPUSH_ALLOWED_HOSTS")),
+		AllowedOrigins: splitList(os.Getenv("MCPUSH_ALLOWED_ORIGINS")),
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", handler)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	logger.Info("serving MCP", "url", "http://"+ln.Addr().String()+"/mcp", "store", spec)
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: closing streams with retry")
+	go handler.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	handler.Close()
+	return nil
+}

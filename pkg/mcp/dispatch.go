@@ -1,0 +1,447 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// initialize creates a durable session for an initialize request.
+func (s *Server) initialize(ctx context.Context, principal string, raw json.RawMessage) (*InitializeResult, *notify.Session, error) {
+	p, err := decodeParams[InitializeParams](raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	if p.ProtocolVersion == "" {
+		return nil, nil, Errorf(CodeInvalidParams, "invalid params: initialize needs protocolVersion")
+	}
+	version := p.ProtocolVersion
+	if !supportedVersion(version) {
+		version = LatestProtocolVersion
+	}
+	var info json.RawMessage
+	if p.ClientInfo != nil {
+		info, _ = json.Marshal(p.ClientInfo)
+	}
+	// A new session's baseline is the registries as they are now: a fresh
+	// session gets no list_changed for changes made before it existed.
+	hashes, err := s.store.RegistryHashes(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("initialize: reading registry hashes: %w", err)
+	}
+	now := s.opts.Now()
+	sess := &notify.Session{
+		Principal:          principal,
+		ProtocolVersion:    version,
+		ClientInfo:         info,
+		ClientCapabilities: p.Capabilities,
+		CreatedAt:          now,
+		ExpiresAt:          now.Add(s.opts.SessionIdleTimeout),
+		NotifiedHashes:     hashes,
+	}
+	for attempt := 0; ; attempt++ {
+		sess.ID = s.opts.NewSessionID()
+		err = s.store.CreateSession(ctx, sess)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, notify.ErrExists) || attempt == 3 {
+			return nil, nil, fmt.Errorf("initialize: creating session: %w", err)
+		}
+	}
+	res := &InitializeResult{
+		ProtocolVersion: version,
+		Capabilities:    s.capabilities(),
+		ServerInfo:      s.impl,
+		Instructions:    s.opts.Instructions,
+	}
+	return res, sess, nil
+}
+
+// handleNotification acts on a client notification.
+func (s *Server) handleNotification(ctx context.Context, ss *ServerSession, m *Message) error {
+	switch m.Method {
+	case "notifications/initialized":
+		if ss.state.Initialized {
+			return nil
+		}
+		return s.updateSession(ctx, ss, func(st *notify.Session) { st.Initialized = true })
+	case "notifications/cancelled":
+		p, err := decodeParams[CancelledParams](m.Params)
+		if err != nil || len(p.RequestID) == 0 {
+			return Errorf(CodeInvalidParams, "notifications/cancelled needs a requestId")
+		}
+		key := cancelKey(p.RequestID)
+		stamp, _ := json.Marshal(s.opts.Now().UnixMilli())
+		if _, err := s.store.PutMessage(ctx, ss.ID(), key, stamp); err != nil {
+			return err
+		}
+		s.local.cancel(ss.ID(), key)
+	}
+	// Other notifications (roots/list_changed, progress, ...) need no action.
+	return nil
+}
+
+// handleResponse routes a client's response to a server-to-client request
+// to the process waiting for it, through the store.
+func (s *Server) handleResponse(ctx context.Context, ss *ServerSession, m *Message) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	key := responseKey(m.ID)
+	if _, err := s.store.PutMessage(ctx, ss.ID(), key, data); err != nil {
+		return err
+	}
+	s.local.wake(ss.ID(), key)
+	return nil
+}
+
+// updateSession applies f to the session's profile with optimistic
+// concurrency, re-reading on conflict.
+func (s *Server) updateSession(ctx context.Context, ss *ServerSession, f func(*notify.Session)) error {
+	st := *ss.state
+	for attempt := 0; ; attempt++ {
+		f(&st)
+		err := s.store.UpdateSession(ctx, &st)
+		if err == nil {
+			*ss.state = st
+			return nil
+		}
+		if !errors.Is(err, notify.ErrConflict) || attempt == 5 {
+			return err
+		}
+		fresh, err := s.store.GetSession(ctx, ss.ID())
+		if err != nil {
+			return err
+		}
+		st = *fresh
+	}
+}
+
+// touch extends an idle session's expiry, at most once per half timeout,
+// so that a busy session costs no write per request.
+func (s *Server) touch(ctx context.Context, ss *ServerSession) {
+	now := s.opts.Now()
+	if ss.state.ExpiresAt.Sub(now) > s.opts.SessionIdleTimeout/2 {
+		return
+	}
+	err := s.updateSession(ctx, ss, func(st *notify.Session) { st.ExpiresAt = now.Add(s.opts.SessionIdleTimeout) })
+	if err != nil {
+		s.log.WarnContext(ctx, "extending session expiry", "session", ss.ID(), "err", err)
+	}
+}
+
+// runRequest runs one client request and returns the encoded response.
+// Related messages (progress, logs, server-to-client requests) go to out.
+func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, out *outStream) []byte {
+	c := &call{sess: ss, id: m.ID, out: out}
+	var pm paramsMeta
+	if len(m.Params) > 0 && json.Unmarshal(m.Params, &pm) == nil && pm.Meta != nil && len(pm.Meta.ProgressToken) > 0 {
+		c.progressToken = pm.Meta.ProgressToken
+		c.progress = &progressThrottle{
+			interval: s.opts.ProgressInterval,
+			now:      s.opts.Now,
+			send: func(p ProgressParams) {
+				if msg, err := encodeNotification("notifications/progress", &p); err == nil {
+					if err := ss.send(ctx, msg); err != nil {
+						s.log.WarnContext(ctx, "sending progress", "session", ss.ID(), "err", err)
+					}
+				}
+			},
+		}
+	}
+	ctx, cancel := context.WithCancel(context.WithValue(ctx, callKey{}, c))
+	defer cancel()
+	key := cancelKey(m.ID)
+	s.local.addCancel(ss.ID(), key, cancel)
+	defer s.local.removeCancel(ss.ID(), key)
+	done := make(chan struct{})
+	defer close(done)
+	go s.watchCancel(ctx, ss.ID(), key, s.opts.Now(), cancel, done)
+
+	result, err := s.dispatch(ctx, ss, m)
+	if c.progress != nil {
+		c.progress.flush()
+	}
+	var rpcErr *Error
+	switch {
+	case err == nil:
+		return encodeResponse(m.ID, result, nil)
+	case errors.As(err, &rpcErr):
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		rpcErr = Errorf(CodeRequestCancelled, "request cancelled")
+	default:
+		s.log.ErrorContext(ctx, "request failed", "session", ss.ID(), "method", m.Method, "err", err)
+		rpcErr = Errorf(CodeInternalError, "internal error: %v", err)
+	}
+	return encodeResponse(m.ID, nil, rpcErr)
+}
+
+// watchCancel polls the store for a cancellation of the request that
+// another process received. It waits a little first: most requests finish
+// before anyone could cancel them, and then it costs nothing.
+func (s *Server) watchCancel(ctx context.Context, sessionID, key string, started time.Time, cancel context.CancelFunc, done <-chan struct{}) {
+	interval := max(s.opts.PollInterval, 250*time.Millisecond)
+	t := time.NewTimer(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		data, err := s.store.GetMessage(ctx, sessionID, key)
+		if err == nil {
+			// A cancellation older than this request names an earlier
+			// request that reused the id; ignore it.
+			var ms int64
+			if json.Unmarshal(data, &ms) == nil && ms >= started.UnixMilli()-1000 {
+				cancel()
+				return
+			}
+		}
+		t.Reset(interval)
+	}
+}
+
+// dispatch runs a request's method.
+func (s *Server) dispatch(ctx context.Context, ss *ServerSession, m *Message) (any, error) {
+	switch m.Method {
+	case "ping":
+		return struct{}{}, nil
+	case "initialize":
+		return nil, Errorf(CodeInvalidRequest, "invalid request: session %s is already initialized", ss.ID())
+	case "tools/list":
+		return s.listTools(m.Params)
+	case "tools/call":
+		return s.callTool(ctx, ss, m.Params)
+	case "resources/list":
+		return s.listResources(m.Params)
+	case "resources/templates/list":
+		return s.listTemplates(m.Params)
+	case "resources/read":
+		return s.readResource(ctx, ss, m.Params)
+	case "resources/subscribe", "resources/unsubscribe":
+		p, err := decodeParams[SubscribeParams](m.Params)
+		if err != nil {
+			return nil, err
+		}
+		if p.URI == "" {
+			return nil, Errorf(CodeInvalidParams, "invalid params: %s needs a uri", m.Method)
+		}
+		if m.Method == "resources/subscribe" {
+			err = s.store.Subscribe(ctx, ss.ID(), p.URI)
+		} else {
+			err = s.store.Unsubscribe(ctx, ss.ID(), p.URI)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return struct{}{}, nil
+	case "prompts/list":
+		return s.listPrompts(m.Params)
+	case "prompts/get":
+		return s.getPrompt(ctx, ss, m.Params)
+	case "completion/complete":
+		if s.opts.CompletionHandler == nil {
+			break
+		}
+		p, err := decodeParams[*CompleteParams](m.Params)
+		if err != nil {
+			return nil, err
+		}
+		if p == nil || p.Ref == nil {
+			return nil, Errorf(CodeInvalidParams, "invalid params: completion/complete needs a ref")
+		}
+		res, err := s.opts.CompletionHandler(ctx, &ServerRequest[*CompleteParams]{Session: ss, Params: p})
+		if err != nil {
+			return nil, err
+		}
+		if res.Completion.Values == nil {
+			res.Completion.Values = []string{}
+		}
+		return res, nil
+	case "logging/setLevel":
+		p, err := decodeParams[SetLevelParams](m.Params)
+		if err != nil {
+			return nil, err
+		}
+		if levelRank(p.Level) < 0 {
+			return nil, Errorf(CodeInvalidParams, "invalid params: unknown logging level %q (want one of debug, info, notice, warning, error, critical, alert, emergency)", p.Level)
+		}
+		if err := s.updateSession(ctx, ss, func(st *notify.Session) { st.LogLevel = string(p.Level) }); err != nil {
+			return nil, err
+		}
+		return struct{}{}, nil
+	}
+	return nil, Errorf(CodeMethodNotFound, "method not found: %s", m.Method)
+}
+
+func (s *Server) listTools(raw json.RawMessage) (*ListToolsResult, error) {
+	p, err := decodeParams[listParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	tools, next, err := page(sortedKeys(s.tools), func(k string) *Tool { return s.tools[k].tool }, p.Cursor, s.opts.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	return &ListToolsResult{Tools: tools, NextCursor: next}, nil
+}
+
+func (s *Server) callTool(ctx context.Context, ss *ServerSession, raw json.RawMessage) (*CallToolResult, error) {
+	p, err := decodeParams[*CallToolParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil || p.Name == "" {
+		return nil, Errorf(CodeInvalidParams, "invalid params: tools/call needs a tool name")
+	}
+	s.mu.RLock()
+	t := s.tools[p.Name]
+	s.mu.RUnlock()
+	if t == nil {
+		return nil, Errorf(CodeInvalidParams, "unknown tool %q", p.Name)
+	}
+	res, err := t.handler(ctx, &CallToolRequest{Session: ss, Params: p})
+	if err != nil {
+		var rpcErr *Error
+		if errors.As(err, &rpcErr) || ctx.Err() != nil {
+			return nil, err
+		}
+		return errorResult(err.Error()), nil
+	}
+	if res.Content == nil {
+		res.Content = []Content{}
+	}
+	return res, nil
+}
+
+func (s *Server) listResources(raw json.RawMessage) (*ListResourcesResult, error) {
+	p, err := decodeParams[listParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	rs, next, err := page(sortedKeys(s.resources), func(k string) *Resource { return s.resources[k].resource }, p.Cursor, s.opts.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	return &ListResourcesResult{Resources: rs, NextCursor: next}, nil
+}
+
+func (s *Server) listTemplates(raw json.RawMessage) (*ListResourceTemplatesResult, error) {
+	p, err := decodeParams[listParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ts, next, err := page(sortedKeys(s.templates), func(k string) *ResourceTemplate { return s.templates[k].template }, p.Cursor, s.opts.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	return &ListResourceTemplatesResult{ResourceTemplates: ts, NextCursor: next}, nil
+}
+
+func (s *Server) readResource(ctx context.Context, ss *ServerSession, raw json.RawMessage) (*ReadResourceResult, error) {
+	p, err := decodeParams[*ReadResourceParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil || p.URI == "" {
+		return nil, Errorf(CodeInvalidParams, "invalid params: resources/read needs a uri")
+	}
+	s.mu.RLock()
+	var h ResourceHandler
+	if r := s.resources[p.URI]; r != nil {
+		h = r.handler
+	} else {
+		for _, k := range sortedKeys(s.templates) {
+			if t := s.templates[k]; t.match(p.URI) {
+				h = t.handler
+				break
+			}
+		}
+	}
+	s.mu.RUnlock()
+	if h == nil {
+		return nil, resourceNotFound(p.URI)
+	}
+	res, err := h(ctx, &ServerRequest[*ReadResourceParams]{Session: ss, Params: p})
+	if err != nil {
+		return nil, err
+	}
+	if res.Contents == nil {
+		res.Contents = []*ResourceContents{}
+	}
+	return res, nil
+}
+
+// resourceNotFound is the error for a resources/read of an unknown URI.
+func resourceNotFound(uri string) *Error {
+	data, _ := json.Marshal(map[string]string{"uri": uri})
+	return &Error{Code: CodeResourceNotFound, Message: "Resource not found: " + uri, Data: data}
+}
+
+// ResourceNotFound returns the protocol error a ResourceHandler returns
+// for a URI it does not know.
+func ResourceNotFound(uri string) error { return resourceNotFound(uri) }
+
+func (s *Server) listPrompts(raw json.RawMessage) (*ListPromptsResult, error) {
+	p, err := decodeParams[listParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ps, next, err := page(sortedKeys(s.prompts), func(k string) *Prompt { return s.prompts[k].prompt }, p.Cursor, s.opts.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	return &ListPromptsResult{Prompts: ps, NextCursor: next}, nil
+}
+
+func (s *Server) getPrompt(ctx context.Context, ss *ServerSession, raw json.RawMessage) (*GetPromptResult, error) {
+	p, err := decodeParams[*GetPromptParams](raw)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil || p.Name == "" {
+		return nil, Errorf(CodeInvalidParams, "invalid params: prompts/get needs a name")
+	}
+	s.mu.RLock()
+	sp := s.prompts[p.Name]
+	s.mu.RUnlock()
+	if sp == nil {
+		return nil, Errorf(CodeInvalidParams, "unknown prompt %q", p.Name)
+	}
+	var missing []string
+	for _, a := range sp.prompt.Arguments {
+		if _, ok := p.Arguments[a.Name]; a.Required && !ok {
+			missing = append(missing, a.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, Errorf(CodeInvalidParams, "prompt %q: missing required arguments: %s", p.Name, strings.Join(missing, ", "))
+	}
+	res, err := sp.handler(ctx, &ServerRequest[*GetPromptParams]{Session: ss, Params: p})
+	if err != nil {
+		return nil, err
+	}
+	if res.Messages == nil {
+		res.Messages = []*PromptMessage{}
+	}
+	return res, nil
+}

@@ -1,0 +1,267 @@
+package mcp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// ServerOptions configure a Server. The zero value and nil mean defaults.
+type ServerOptions struct {
+	// Instructions are sent in the initialize result.
+	Instructions string
+	// Logger receives the server's own logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+	// NewSessionID returns a new session id with at least 128 random bits.
+	// Default: 16 bytes from crypto/rand, base64url.
+	NewSessionID func() string
+	// SessionIdleTimeout is how long a session lives without requests.
+	// Default: 1 hour.
+	SessionIdleTimeout time.Duration
+	// PageSize is the page size of list results. Default: 100.
+	PageSize int
+	// PollInterval is how often a stream served by this process looks for
+	// messages written by other processes. Default: 100ms.
+	PollInterval time.Duration
+	// ProgressInterval is the least time between two progress
+	// notifications of one request. Default: 100ms.
+	ProgressInterval time.Duration
+	// CompletionHandler answers completion/complete. Nil: completions are
+	// not declared, and the method is not found.
+	CompletionHandler func(ctx context.Context, req *ServerRequest[*CompleteParams]) (*CompleteResult, error)
+	// ListChanged declares listChanged for tools, resources and prompts.
+	// Set it when a registry can change while sessions live (SNS registry
+	// messages do).
+	ListChanged bool
+}
+
+// Server is an MCP server whose sessions live in a notify.Store, so that
+// any number of processes sharing the store serve the same sessions.
+// Features (tools, resources, prompts) are registered before serving and
+// are the same in every process. A Server is safe for concurrent use.
+type Server struct {
+	impl  *Implementation
+	store notify.Store
+	opts  ServerOptions
+	log   *slog.Logger
+
+	mu        sync.RWMutex
+	tools     map[string]*serverTool
+	resources map[string]*serverResource
+	templates map[string]*serverTemplate
+	prompts   map[string]*serverPrompt
+
+	local localRegistry // in-process fast paths; never the source of truth
+}
+
+// ServerRequest is what a handler receives: the session it serves, the
+// request params, and (through ctx) the stream it answers on.
+type ServerRequest[P any] struct {
+	Session *ServerSession
+	Params  P
+}
+
+// CallToolRequest is the request a tool handler receives.
+type CallToolRequest = ServerRequest[*CallToolParams]
+
+// ToolHandler handles tools/call for one tool. A returned error becomes a
+// tool result with isError set (the model sees it); return an *Error to
+// fail the request at the protocol level instead.
+type ToolHandler func(ctx context.Context, req *CallToolRequest) (*CallToolResult, error)
+
+// ResourceHandler reads a resource or a templated resource.
+type ResourceHandler func(ctx context.Context, req *ServerRequest[*ReadResourceParams]) (*ReadResourceResult, error)
+
+// PromptHandler renders a prompt.
+type PromptHandler func(ctx context.Context, req *ServerRequest[*GetPromptParams]) (*GetPromptResult, error)
+
+type serverTool struct {
+	tool    *Tool
+	handler ToolHandler
+}
+
+type serverResource struct {
+	resource *Resource
+	handler  ResourceHandler
+}
+
+type serverTemplate struct {
+	template *ResourceTemplate
+	match    func(uri string) bool
+	handler  ResourceHandler
+}
+
+type serverPrompt struct {
+	prompt  *Prompt
+	handler PromptHandler
+}
+
+// NewServer returns a server that keeps its sessions in store.
+func NewServer(impl *Implementation, store notify.Store, opts *ServerOptions) *Server {
+	s := &Server{
+		impl:      impl,
+		store:     store,
+		tools:     map[string]*serverTool{},
+		resources: map[string]*serverResource{},
+		templates: map[string]*serverTemplate{},
+		prompts:   map[string]*serverPrompt{},
+	}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.Logger == nil {
+		s.opts.Logger = slog.Default()
+	}
+	if s.opts.Now == nil {
+		s.opts.Now = time.Now
+	}
+	if s.opts.NewSessionID == nil {
+		s.opts.NewSessionID = func() string { return randomID(16) }
+	}
+	if s.opts.SessionIdleTimeout <= 0 {
+		s.opts.SessionIdleTimeout = time.Hour
+	}
+	if s.opts.PageSize <= 0 {
+		s.opts.PageSize = 100
+	}
+	if s.opts.PollInterval <= 0 {
+		s.opts.PollInterval = 100 * time.Millisecond
+	}
+	if s.opts.ProgressInterval <= 0 {
+		s.opts.ProgressInterval = 100 * time.Millisecond
+	}
+	s.log = s.opts.Logger
+	s.local.init()
+	return s
+}
+
+// Store returns the store the server keeps its state in.
+func (s *Server) Store() notify.Store { return s.store }
+
+// AddTool registers a tool with an untyped handler. t.InputSchema must be
+// set (a JSON object schema); the handler validates its own arguments.
+func (s *Server) AddTool(t *Tool, h ToolHandler) {
+	if t.InputSchema == nil {
+		t.InputSchema = map[string]any{"type": "object"}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tools[t.Name] = &serverTool{tool: t, handler: h}
+}
+
+// AddResource registers a static resource.
+func (s *Server) AddResource(r *Resource, h ResourceHandler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resources[r.URI] = &serverResource{resource: r, handler: h}
+}
+
+// AddResourceTemplate registers a resource template. Reads of URIs that
+// match t.URITemplate (RFC 6570 simple expansion: {var} matches one or
+// more characters other than '/') go to h.
+func (s *Server) AddResourceTemplate(t *ResourceTemplate, h ResourceHandler) {
+	m, err := compileTemplate(t.URITemplate)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: AddResourceTemplate(%q): %v", t.URITemplate, err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.templates[t.URITemplate] = &serverTemplate{template: t, match: m.MatchString, handler: h}
+}
+
+// AddPrompt registers a prompt.
+func (s *Server) AddPrompt(p *Prompt, h PromptHandler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prompts[p.Name] = &serverPrompt{prompt: p, handler: h}
+}
+
+func (s *Server) capabilities() *ServerCapabilities {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	lc := s.opts.ListChanged
+	caps := &ServerCapabilities{Logging: &struct{}{}}
+	if len(s.tools) > 0 || lc {
+		caps.Tools = &ListChangedCap{ListChanged: lc}
+	}
+	if len(s.resources) > 0 || len(s.templates) > 0 || lc {
+		caps.Resources = &ResourcesCapability{Subscribe: true, ListChanged: lc}
+	}
+	if len(s.prompts) > 0 || lc {
+		caps.Prompts = &ListChangedCap{ListChanged: lc}
+	}
+	if s.opts.CompletionHandler != nil {
+		caps.Completions = &struct{}{}
+	}
+	return caps
+}
+
+// sortedKeys returns the keys of m in sorted order: list results have a
+// deterministic order on every process.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// page cuts one page out of a sorted list. The cursor is the base64url of
+// the last key of the previous page, so pages stay correct when items are
+// added or removed between calls and on any process.
+func page[T any](keys []string, get func(string) T, cursor string, size int) ([]T, string, error) {
+	start := 0
+	if cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cursor)
+		if err != nil {
+			return nil, "", Errorf(CodeInvalidParams, "invalid cursor %q", cursor)
+		}
+		after := string(b)
+		start = sort.SearchStrings(keys, after)
+		if start < len(keys) && keys[start] == after {
+			start++
+		}
+	}
+	end := min(start+size, len(keys))
+	out := make([]T, 0, end-start)
+	for _, k := range keys[start:end] {
+		out = append(out, get(k))
+	}
+	next := ""
+	if end < len(keys) {
+		next = base64.RawURLEncoding.EncodeToString([]byte(keys[end-1]))
+	}
+	return out, next, nil
+}
+
+func randomID(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic("mcp: crypto/rand failed: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeParams unmarshals params into a new P; missing params decode as
+// the zero value.
+func decodeParams[P any](raw json.RawMessage) (P, error) {
+	var p P
+	if len(raw) == 0 {
+		return p, nil
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return p, Errorf(CodeInvalidParams, "invalid params: %v", err)
+	}
+	return p, nil
+}

@@ -1,0 +1,527 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// Authenticator identifies the principal behind an HTTP request. A
+// session belongs to the principal that created it; another principal
+// gets 404 for it. An error is answered with 401.
+type Authenticator interface {
+	Authenticate(r *http.Request) (principal string, err error)
+}
+
+// Anonymous is the default Authenticator: every request is principal "".
+type Anonymous struct{}
+
+// Authenticate implements Authenticator.
+func (Anonymous) Authenticate(*http.Request) (string, error) { return "", nil }
+
+// StreamableOptions configure a StreamableHandler. Nil means defaults.
+type StreamableOptions struct {
+	// LocalhostOnly accepts only localhost, 127.0.0.1 and [::1] in the
+	// Host header (DNS-rebinding protection for a server bound to a
+	// loopback address), plus AllowedHosts.
+	LocalhostOnly bool
+	// AllowedHosts are further Host names (without port) accepted when
+	// LocalhostOnly is set, or the only ones accepted when it is not and
+	// the list is not empty.
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins ("https://app.example.com")
+	// allowed besides the localhost origins of a LocalhostOnly server;
+	// "*" allows any. A request without Origin is always allowed.
+	AllowedOrigins []string
+	// Authenticator identifies principals. Default: Anonymous.
+	Authenticator Authenticator
+	// MaxBodyBytes limits a POST body; larger ones get 413. Default 4 MiB.
+	MaxBodyBytes int64
+	// RetryInterval is the reconnection delay sent to clients in SSE
+	// "retry:" fields. Default: 1s.
+	RetryInterval time.Duration
+	// MaxStreamDuration bounds every SSE stream; it is closed with a
+	// "retry:" field before then and the client resumes. A request
+	// context deadline (a Lambda invocation's) bounds it too. 0: no bound.
+	MaxStreamDuration time.Duration
+	// StreamMargin is how long before a deadline a stream is closed.
+	// Default: 2s.
+	StreamMargin time.Duration
+	// KeepAlive is the interval of SSE comments on an idle GET stream.
+	// Default: 25s.
+	KeepAlive time.Duration
+	// SSEAfter is how long a POST may run before its response switches to
+	// an SSE stream (with a priming event), so that a long request can be
+	// resumed with Last-Event-ID. A request that sends a message earlier
+	// switches then. Default: 1s.
+	SSEAfter time.Duration
+}
+
+// StreamableHandler serves MCP over Streamable HTTP (2025-11-25 and
+// earlier session-based versions) for a Server. It holds no session state
+// of its own: any number of handlers in any number of processes sharing
+// the Server's store serve the same sessions. Safe for concurrent use.
+type StreamableHandler struct {
+	srv  *Server
+	opts StreamableOptions
+
+	closing   chan struct{}
+	closeOnce sync.Once
+	streams   sync.WaitGroup
+}
+
+// NewStreamableHandler returns an http.Handler for srv.
+func NewStreamableHandler(srv *Server, opts *StreamableOptions) *StreamableHandler {
+	h := &StreamableHandler{srv: srv, closing: make(chan struct{})}
+	if opts != nil {
+		h.opts = *opts
+	}
+	if h.opts.Authenticator == nil {
+		h.opts.Authenticator = Anonymous{}
+	}
+	if h.opts.MaxBodyBytes <= 0 {
+		h.opts.MaxBodyBytes = 4 << 20
+	}
+	if h.opts.RetryInterval <= 0 {
+		h.opts.RetryInterval = time.Second
+	}
+	if h.opts.StreamMargin <= 0 {
+		h.opts.StreamMargin = 2 * time.Second
+	}
+	if h.opts.KeepAlive <= 0 {
+		h.opts.KeepAlive = 25 * time.Second
+	}
+	if h.opts.SSEAfter <= 0 {
+		h.opts.SSEAfter = time.Second
+	}
+	return h
+}
+
+// Close ends every open stream with a "retry:" field, so clients
+// reconnect (to this or another process) and resume, and waits for them.
+// Requests still running keep running. Close is idempotent.
+func (h *StreamableHandler) Close() {
+	h.closeOnce.Do(func() { close(h.closing) })
+	h.streams.Wait()
+}
+
+// httpError writes a JSON-RPC error object with id null and an HTTP status.
+func httpError(w http.ResponseWriter, status, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(encodeResponse(nil, nil, &Error{Code: code, Message: msg}))
+}
+
+// ServeHTTP implements http.Handler.
+func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if status, msg := h.checkOrigin(r); status != 0 {
+		httpError(w, status, CodeInvalidRequest, msg)
+		return
+	}
+	principal, err := h.opts.Authenticator.Authenticate(r)
+	if err != nil {
+		httpError(w, http.StatusUnauthorized, CodeInvalidRequest, "Unauthorized: "+err.Error())
+		return
+	}
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !supportedVersion(v) {
+		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+" (supported: "+strings.Join(SupportedProtocolVersions, ", ")+")")
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.servePOST(w, r, principal)
+	case http.MethodGet:
+		h.serveGET(w, r, principal)
+	case http.MethodDelete:
+		h.serveDELETE(w, r, principal)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		httpError(w, http.StatusMethodNotAllowed, CodeInvalidRequest, "Method Not Allowed: "+r.Method)
+	}
+}
+
+var localhostNames = []string{"localhost", "127.0.0.1", "::1", "[::1]"}
+
+// checkOrigin validates Host and Origin against DNS rebinding and
+// cross-origin use. It returns 0 when the request may proceed.
+func (h *StreamableHandler) checkOrigin(r *http.Request) (int, string) {
+	host := hostname(r.Host)
+	if h.opts.LocalhostOnly || len(h.opts.AllowedHosts) > 0 {
+		ok := h.opts.LocalhostOnly && contains(localhostNames, host)
+		ok = ok || contains(h.opts.AllowedHosts, host)
+		if !ok {
+			return http.StatusForbidden, "Forbidden: Host " + r.Host + " is not allowed"
+		}
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return 0, ""
+	}
+	if contains(h.opts.AllowedOrigins, "*") || contains(h.opts.AllowedOrigins, origin) {
+		return 0, ""
+	}
+	if u, err := url.Parse(origin); err == nil && h.opts.LocalhostOnly && contains(localhostNames, u.Hostname()) {
+		return 0, ""
+	}
+	return http.StatusForbidden, "Forbidden: Origin " + origin + " is not allowed"
+}
+
+func hostname(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return strings.ToLower(h)
+	}
+	return strings.ToLower(hostport)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// accepts reports whether the Accept header admits mediaType.
+func accepts(r *http.Request, mediaType string) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		if mt == mediaType || mt == "*/*" || (strings.HasSuffix(mt, "/*") && strings.HasPrefix(mediaType, strings.TrimSuffix(mt, "*"))) {
+			return true
+		}
+	}
+	return false
+}
+
+// session loads the session named by the Mcp-Session-Id header. It writes
+// the error response and returns nil when there is none to serve.
+func (h *StreamableHandler) session(w http.ResponseWriter, r *http.Request, principal string) *ServerSession {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
+		return nil
+	}
+	st, err := h.srv.store.GetSession(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, notify.ErrNotFound) {
+			httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
+			return nil
+		}
+		h.srv.log.ErrorContext(r.Context(), "loading session", "session", id, "err", err)
+		httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: loading session")
+		return nil
+	}
+	if st.Principal != principal {
+		// Not 403: another principal must not learn that the session exists.
+		httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
+		return nil
+	}
+	return &ServerSession{srv: h.srv, state: st}
+}
+
+func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, principal string) {
+	ctx := r.Context()
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		httpError(w, http.StatusUnsupportedMediaType, CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
+		return
+	}
+	if !accepts(r, "application/json") || !accepts(r, "text/event-stream") {
+		httpError(w, http.StatusNotAcceptable, CodeInvalidRequest, "Not Acceptable: Accept must include application/json and text/event-stream")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			httpError(w, http.StatusRequestEntityTooLarge, CodeInvalidRequest, "Request Entity Too Large: the body exceeds "+itoa(h.opts.MaxBodyBytes)+" bytes")
+			return
+		}
+		httpError(w, http.StatusBadRequest, CodeParseError, "Bad Request: reading body: "+err.Error())
+		return
+	}
+	msgs, batch, rpcErr := DecodeMessages(body)
+	if rpcErr != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(encodeResponse(nil, nil, rpcErr))
+		return
+	}
+	for _, m := range msgs {
+		if m.Method == "initialize" {
+			if batch {
+				httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: initialize must not be part of a batch")
+				return
+			}
+			h.serveInitialize(w, r, principal, m)
+			return
+		}
+	}
+	ss := h.session(w, r, principal)
+	if ss == nil {
+		return
+	}
+	if batch && ss.ProtocolVersion() != "2025-03-26" {
+		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: JSON-RPC batches are not supported in protocol version "+ss.ProtocolVersion()+" (only 2025-03-26 allows them)")
+		return
+	}
+	var requests []*Message
+	for _, m := range msgs {
+		var err error
+		switch {
+		case m.IsResponse():
+			err = h.srv.handleResponse(ctx, ss, m)
+		case m.IsNotification():
+			err = h.srv.handleNotification(ctx, ss, m)
+		default:
+			requests = append(requests, m)
+		}
+		if err != nil {
+			var rpcErr *Error
+			if errors.As(err, &rpcErr) {
+				httpError(w, http.StatusBadRequest, rpcErr.Code, rpcErr.Message)
+				return
+			}
+			h.srv.log.ErrorContext(ctx, "handling client message", "session", ss.ID(), "method", m.Method, "err", err)
+			httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: "+err.Error())
+			return
+		}
+	}
+	if len(requests) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	h.srv.touch(ctx, ss)
+	if batch {
+		// Batch members answer together in one JSON array; their related
+		// messages go to the session's GET stream.
+		var out [][]byte
+		for _, m := range requests {
+			out = append(out, h.srv.runRequest(context.WithoutCancel(ctx), ss, m, nil))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(append(append([]byte("["), bytes.Join(out, []byte(","))...), ']'))
+		return
+	}
+	h.serveRequest(w, r, ss, requests[0])
+}
+
+func (h *StreamableHandler) serveInitialize(w http.ResponseWriter, r *http.Request, principal string, m *Message) {
+	if !m.IsRequest() {
+		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: initialize must be a request")
+		return
+	}
+	res, sess, err := h.srv.initialize(r.Context(), principal, m.Params)
+	if err != nil {
+		var rpcErr *Error
+		status := http.StatusBadRequest
+		if !errors.As(err, &rpcErr) {
+			h.srv.log.ErrorContext(r.Context(), "initialize failed", "err", err)
+			rpcErr = Errorf(CodeInternalError, "internal error: %v", err)
+			status = http.StatusInternalServerError
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		w.Write(encodeResponse(m.ID, nil, rpcErr))
+		return
+	}
+	w.Header().Set("Mcp-Session-Id", sess.ID)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(encodeResponse(m.ID, res, nil))
+}
+
+// serveRequest runs one request. Its response is plain JSON unless the
+// request sends a message first or runs longer than SSEAfter: then it is
+// an SSE stream whose events are logged, so any process can resume it.
+func (h *StreamableHandler) serveRequest(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) {
+	out := &outStream{
+		h:        h,
+		sse:      newSSEWriter(w),
+		w:        w,
+		session:  ss,
+		streamID: randomID(6),
+		detached: make(chan struct{}),
+	}
+	h.streams.Add(1)
+	defer h.streams.Done()
+	// A client that disconnects does not cancel the request (only
+	// notifications/cancelled does); the request finishes and its
+	// response waits in the log.
+	ctx := context.WithoutCancel(r.Context())
+	done := make(chan []byte, 1)
+	go func() { done <- h.srv.runRequest(ctx, ss, m, out) }()
+
+	upgrade := time.NewTimer(h.opts.SSEAfter)
+	defer upgrade.Stop()
+	var deadline <-chan time.Time
+	if d, ok := h.streamDeadline(r.Context()); ok {
+		t := time.NewTimer(time.Until(d))
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		select {
+		case resp := <-done:
+			out.finish(ctx, resp)
+			return
+		case <-upgrade.C:
+			out.upgrade()
+		case <-deadline:
+			out.detach()
+		case <-h.closing:
+			out.detach()
+		case <-out.detached:
+			// The stream was closed with retry: before the request ended;
+			// the request goes on and logs its response for the client
+			// to resume with Last-Event-ID.
+			return
+		}
+	}
+}
+
+// streamDeadline is when a stream must be closed: before the request
+// context's deadline (a Lambda invocation's) and MaxStreamDuration.
+func (h *StreamableHandler) streamDeadline(ctx context.Context) (time.Time, bool) {
+	var d time.Time
+	if h.opts.MaxStreamDuration > 0 {
+		d = time.Now().Add(h.opts.MaxStreamDuration)
+	}
+	if cd, ok := ctx.Deadline(); ok {
+		cd = cd.Add(-h.opts.StreamMargin)
+		if d.IsZero() || cd.Before(d) {
+			d = cd
+		}
+	}
+	return d, !d.IsZero()
+}
+
+// outStream is the response of one POST request: JSON until the first
+// related message, then an SSE stream whose every event is first appended
+// to the stream's log. Its methods are safe for concurrent use; the mutex
+// keeps log order and wire order the same.
+type outStream struct {
+	h        *StreamableHandler
+	sse      *sseWriter
+	w        http.ResponseWriter
+	session  *ServerSession
+	streamID string
+
+	mu         sync.Mutex
+	isSSE      bool
+	wireGone   bool // the client went away, or the stream was detached
+	detached   chan struct{}
+	detachOnce sync.Once
+}
+
+// upgradeLocked switches the response to SSE. Caller holds o.mu.
+func (o *outStream) upgradeLocked() {
+	if o.isSSE || o.wireGone {
+		return
+	}
+	o.isSSE = true
+	o.sse.start()
+	if o.session.ProtocolVersion() >= "2025-11-25" {
+		// Priming event: the client can resume from here even if the
+		// stream breaks before the first message.
+		if err := o.sse.prime(eventID(o.streamID, 0), o.h.opts.RetryInterval); err != nil {
+			o.wireGone = true
+		}
+	}
+}
+
+func (o *outStream) upgrade() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.upgradeLocked()
+}
+
+// send logs msg on the stream and writes it to the client.
+func (o *outStream) send(ctx context.Context, msg []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.upgradeLocked()
+	return o.emitLocked(ctx, msg)
+}
+
+func (o *outStream) emitLocked(ctx context.Context, msg []byte) error {
+	seq, _, err := o.h.srv.store.Append(ctx, o.session.ID(), o.streamID, [][]byte{msg}, nil)
+	if err != nil {
+		o.h.srv.log.ErrorContext(ctx, "logging stream event", "session", o.session.ID(), "stream", o.streamID, "err", err)
+		// Still deliver it live; it just cannot be replayed.
+	}
+	if o.wireGone {
+		return err
+	}
+	if werr := o.sse.event(eventID(o.streamID, seq), msg); werr != nil {
+		o.wireGone = true
+	}
+	return err
+}
+
+// finish sends the response: as the JSON body, or as the last event.
+func (o *outStream) finish(ctx context.Context, resp []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.isSSE {
+		if o.wireGone {
+			return
+		}
+		o.w.Header().Set("Content-Type", "application/json")
+		o.w.Write(resp)
+		return
+	}
+	o.emitLocked(ctx, resp)
+}
+
+// detach closes the wire with a retry: field while the request goes on;
+// later messages are only logged.
+func (o *outStream) detach() {
+	o.mu.Lock()
+	o.upgradeLocked()
+	if !o.wireGone {
+		o.sse.retry(o.h.opts.RetryInterval)
+		o.wireGone = true
+	}
+	o.mu.Unlock()
+	o.detachOnce.Do(func() { close(o.detached) })
+}
+
+// CloseSSEStream ends the SSE stream of the request running in ctx with a
+// "retry:" field (SEP-1699 polling): the request keeps running, and the
+// client reconnects with Last-Event-ID to get the rest, from any process.
+func CloseSSEStream(ctx context.Context) {
+	if c := callFrom(ctx); c != nil && c.out != nil {
+		c.out.detach()
+	}
+}
+
+func (h *StreamableHandler) serveDELETE(w http.ResponseWriter, r *http.Request, principal string) {
+	ss := h.session(w, r, principal)
+	if ss == nil {
+		return
+	}
+	if err := h.srv.store.DeleteSession(r.Context(), ss.ID()); err != nil && !errors.Is(err, notify.ErrNotFound) {
+		h.srv.log.ErrorContext(r.Context(), "deleting session", "session", ss.ID(), "err", err)
+		httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: deleting session")
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func itoa(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
