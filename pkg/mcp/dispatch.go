@@ -220,11 +220,11 @@ func (s *Server) dispatch(ctx context.Context, ss *ServerSession, m *Message) (a
 	case "initialize":
 		return nil, Errorf(CodeInvalidRequest, "invalid request: session %s is already initialized", ss.ID())
 	case "tools/list":
-		return s.listTools(m.Params)
+		return s.listTools(ctx, m.Params)
 	case "tools/call":
 		return s.callTool(ctx, ss, m.Params)
 	case "resources/list":
-		return s.listResources(m.Params)
+		return s.listResources(ctx, m.Params)
 	case "resources/templates/list":
 		return s.listTemplates(m.Params)
 	case "resources/read":
@@ -247,7 +247,7 @@ func (s *Server) dispatch(ctx context.Context, ss *ServerSession, m *Message) (a
 		}
 		return struct{}{}, nil
 	case "prompts/list":
-		return s.listPrompts(m.Params)
+		return s.listPrompts(ctx, m.Params)
 	case "prompts/get":
 		return s.getPrompt(ctx, ss, m.Params)
 	case "completion/complete":
@@ -285,18 +285,25 @@ func (s *Server) dispatch(ctx context.Context, ss *ServerSession, m *Message) (a
 	return nil, Errorf(CodeMethodNotFound, "method not found: %s", m.Method)
 }
 
-func (s *Server) listTools(raw json.RawMessage) (*ListToolsResult, error) {
+func (s *Server) listTools(ctx context.Context, raw json.RawMessage) (*ListToolsResult, error) {
 	p, err := decodeParams[listParams](raw)
 	if err != nil {
 		return nil, err
 	}
+	overlay := s.toolOverlay(ctx)
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	tools, next, err := page(sortedKeys(s.tools), func(k string) *Tool { return s.tools[k].tool }, p.Cursor, s.opts.PageSize)
+	tools := map[string]*Tool{}
+	for name, t := range s.tools {
+		if et := effectiveTool(t.tool, overlay[name]); et != nil {
+			tools[name] = et
+		}
+	}
+	s.mu.RUnlock()
+	list, next, err := page(sortedKeys(tools), func(k string) *Tool { return tools[k] }, p.Cursor, s.opts.PageSize)
 	if err != nil {
 		return nil, err
 	}
-	return &ListToolsResult{Tools: tools, NextCursor: next}, nil
+	return &ListToolsResult{Tools: list, NextCursor: next}, nil
 }
 
 func (s *Server) callTool(ctx context.Context, ss *ServerSession, raw json.RawMessage) (*CallToolResult, error) {
@@ -313,6 +320,9 @@ func (s *Server) callTool(ctx context.Context, ss *ServerSession, raw json.RawMe
 	if t == nil {
 		return nil, Errorf(CodeInvalidParams, "unknown tool %q", p.Name)
 	}
+	if effectiveTool(t.tool, s.toolOverlay(ctx)[p.Name]) == nil {
+		return nil, Errorf(CodeInvalidParams, "tool %q is disabled", p.Name)
+	}
 	res, err := t.handler(ctx, &CallToolRequest{Session: ss, Params: p})
 	if err != nil {
 		var rpcErr *Error
@@ -327,14 +337,21 @@ func (s *Server) callTool(ctx context.Context, ss *ServerSession, raw json.RawMe
 	return res, nil
 }
 
-func (s *Server) listResources(raw json.RawMessage) (*ListResourcesResult, error) {
+func (s *Server) listResources(ctx context.Context, raw json.RawMessage) (*ListResourcesResult, error) {
 	p, err := decodeParams[listParams](raw)
 	if err != nil {
 		return nil, err
 	}
+	all := map[string]*Resource{}
+	for uri, r := range s.dynamicResources(ctx) {
+		all[uri] = r.resource()
+	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	rs, next, err := page(sortedKeys(s.resources), func(k string) *Resource { return s.resources[k].resource }, p.Cursor, s.opts.PageSize)
+	for uri, r := range s.resources { // code wins over the registry
+		all[uri] = r.resource
+	}
+	s.mu.RUnlock()
+	rs, next, err := page(sortedKeys(all), func(k string) *Resource { return all[k] }, p.Cursor, s.opts.PageSize)
 	if err != nil {
 		return nil, err
 	}
@@ -363,19 +380,26 @@ func (s *Server) readResource(ctx context.Context, ss *ServerSession, raw json.R
 	if p == nil || p.URI == "" {
 		return nil, Errorf(CodeInvalidParams, "invalid params: resources/read needs a uri")
 	}
+	// Code first, then the dynamic registry, then templates.
 	s.mu.RLock()
 	var h ResourceHandler
 	if r := s.resources[p.URI]; r != nil {
 		h = r.handler
-	} else {
+	}
+	s.mu.RUnlock()
+	if h == nil {
+		if r := s.dynamicResources(ctx)[p.URI]; r != nil {
+			return r.read(), nil
+		}
+		s.mu.RLock()
 		for _, k := range sortedKeys(s.templates) {
 			if t := s.templates[k]; t.match(p.URI) {
 				h = t.handler
 				break
 			}
 		}
+		s.mu.RUnlock()
 	}
-	s.mu.RUnlock()
 	if h == nil {
 		return nil, resourceNotFound(p.URI)
 	}
@@ -399,14 +423,21 @@ func resourceNotFound(uri string) *Error {
 // for a URI it does not know.
 func ResourceNotFound(uri string) error { return resourceNotFound(uri) }
 
-func (s *Server) listPrompts(raw json.RawMessage) (*ListPromptsResult, error) {
+func (s *Server) listPrompts(ctx context.Context, raw json.RawMessage) (*ListPromptsResult, error) {
 	p, err := decodeParams[listParams](raw)
 	if err != nil {
 		return nil, err
 	}
+	all := map[string]*Prompt{}
+	for name, dp := range s.dynamicPrompts(ctx) {
+		all[name] = dp.prompt()
+	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	ps, next, err := page(sortedKeys(s.prompts), func(k string) *Prompt { return s.prompts[k].prompt }, p.Cursor, s.opts.PageSize)
+	for name, sp := range s.prompts { // code wins over the registry
+		all[name] = sp.prompt
+	}
+	s.mu.RUnlock()
+	ps, next, err := page(sortedKeys(all), func(k string) *Prompt { return all[k] }, p.Cursor, s.opts.PageSize)
 	if err != nil {
 		return nil, err
 	}
@@ -424,17 +455,28 @@ func (s *Server) getPrompt(ctx context.Context, ss *ServerSession, raw json.RawM
 	s.mu.RLock()
 	sp := s.prompts[p.Name]
 	s.mu.RUnlock()
-	if sp == nil {
-		return nil, Errorf(CodeInvalidParams, "unknown prompt %q", p.Name)
+	var dp *DynamicPrompt
+	var prompt *Prompt
+	switch {
+	case sp != nil:
+		prompt = sp.prompt
+	default:
+		if dp = s.dynamicPrompts(ctx)[p.Name]; dp == nil {
+			return nil, Errorf(CodeInvalidParams, "unknown prompt %q", p.Name)
+		}
+		prompt = dp.prompt()
 	}
 	var missing []string
-	for _, a := range sp.prompt.Arguments {
+	for _, a := range prompt.Arguments {
 		if _, ok := p.Arguments[a.Name]; a.Required && !ok {
 			missing = append(missing, a.Name)
 		}
 	}
 	if len(missing) > 0 {
 		return nil, Errorf(CodeInvalidParams, "prompt %q: missing required arguments: %s", p.Name, strings.Join(missing, ", "))
+	}
+	if dp != nil {
+		return dp.render(p.Arguments), nil
 	}
 	res, err := sp.handler(ctx, &ServerRequest[*GetPromptParams]{Session: ss, Params: p})
 	if err != nil {

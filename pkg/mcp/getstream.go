@@ -106,6 +106,11 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 			return
 		case <-poll.C:
 		}
+		if stream == getStream {
+			if err := h.srv.notifyChanges(ctx, ss); err != nil && ctx.Err() == nil {
+				h.srv.log.WarnContext(ctx, "checking registry changes", "session", ss.ID(), "err", err)
+			}
+		}
 		evs, err := store.ReadEvents(ctx, ss.ID(), stream, after, readBatch)
 		if err != nil {
 			if ctx.Err() != nil {

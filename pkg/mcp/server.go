@@ -39,10 +39,15 @@ type ServerOptions struct {
 	// CompletionHandler answers completion/complete. Nil: completions are
 	// not declared, and the method is not found.
 	CompletionHandler func(ctx context.Context, req *ServerRequest[*CompleteParams]) (*CompleteResult, error)
-	// ListChanged declares listChanged for tools, resources and prompts.
-	// Set it when a registry can change while sessions live (SNS registry
-	// messages do).
-	ListChanged bool
+	// DynamicRegistries serves the tools overlay, resources and prompts
+	// published to the store (through SNS registry messages) beside the
+	// features registered in code, declares listChanged for all three, and
+	// sends each session exactly one list_changed per change.
+	DynamicRegistries bool
+	// RegistryRefresh is how long this process trusts its copy of the
+	// registry hashes before reading them again (one read, shared by all
+	// requests and streams of the process). Default: 500ms.
+	RegistryRefresh time.Duration
 }
 
 // Server is an MCP server whose sessions live in a notify.Store, so that
@@ -62,6 +67,7 @@ type Server struct {
 	prompts   map[string]*serverPrompt
 
 	local localRegistry // in-process fast paths; never the source of truth
+	regs  registryCache // this process's copy of the dynamic registries
 }
 
 // ServerRequest is what a handler receives: the session it serves, the
@@ -137,6 +143,9 @@ func NewServer(impl *Implementation, store notify.Store, opts *ServerOptions) *S
 	if s.opts.PollInterval <= 0 {
 		s.opts.PollInterval = 100 * time.Millisecond
 	}
+	if s.opts.RegistryRefresh <= 0 {
+		s.opts.RegistryRefresh = 500 * time.Millisecond
+	}
 	if s.opts.ProgressInterval <= 0 {
 		s.opts.ProgressInterval = 100 * time.Millisecond
 	}
@@ -189,7 +198,7 @@ func (s *Server) AddPrompt(p *Prompt, h PromptHandler) {
 func (s *Server) capabilities() *ServerCapabilities {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	lc := s.opts.ListChanged
+	lc := s.opts.DynamicRegistries
 	caps := &ServerCapabilities{Logging: &struct{}{}}
 	if len(s.tools) > 0 || lc {
 		caps.Tools = &ListChangedCap{ListChanged: lc}

@@ -278,6 +278,11 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: JSON-RPC batches are not supported in protocol version "+ss.ProtocolVersion()+" (only 2025-03-26 allows them)")
 		return
 	}
+	// Registry changes since the session was last told go into its GET
+	// stream log now, even if it has no stream open: they wait there.
+	if err := h.srv.notifyChanges(ctx, ss); err != nil {
+		h.srv.log.WarnContext(ctx, "checking registry changes", "session", ss.ID(), "err", err)
+	}
 	var requests []*Message
 	for _, m := range msgs {
 		var err error

@@ -35,7 +35,7 @@ type echoOut struct {
 	Length int    `json:"length"`
 }
 
-func newCluster(t *testing.T, n int) *cluster {
+func newCluster(t *testing.T, n int, opts ...func(*mcp.ServerOptions)) *cluster {
 	t.Helper()
 	c := &cluster{dbPath: filepath.Join(t.TempDir(), "mcpush.db")}
 	for range n {
@@ -43,7 +43,11 @@ func newCluster(t *testing.T, n int) *cluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, store, &mcp.ServerOptions{PollInterval: 20 * time.Millisecond})
+		so := &mcp.ServerOptions{PollInterval: 20 * time.Millisecond}
+		for _, o := range opts {
+			o(so)
+		}
+		srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, store, so)
 		mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "echoes"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
 			return nil, echoOut{Echo: in.Text, Length: len(in.Text)}, nil
 		})

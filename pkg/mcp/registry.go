@@ -1,0 +1,278 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// Dynamic registries: tools, resources and prompts published through SNS
+// live in the store with a content hash each. A Server with
+// DynamicRegistries serves them beside the features registered in code,
+// and sends each session one list_changed per change.
+
+// DynamicTool is a registry item that enables, disables or re-describes a
+// tool registered in code.
+type DynamicTool struct {
+	Name        string `json:"name"`
+	Enabled     *bool  `json:"enabled,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// DynamicResource is a registry item served as a static resource.
+type DynamicResource struct {
+	URI         string `json:"uri"`
+	Name        string `json:"name"`
+	Title       string `json:"title,omitempty"`
+	Description string `json:"description,omitempty"`
+	MimeType    string `json:"mimeType,omitempty"`
+	Text        string `json:"text,omitempty"`
+	Blob        string `json:"blob,omitempty"`
+}
+
+// DynamicPrompt is a registry item served as a prompt template: {{arg}}
+// in a message text is replaced by the argument's value.
+type DynamicPrompt struct {
+	Name        string            `json:"name"`
+	Title       string            `json:"title,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Arguments   []*PromptArgument `json:"arguments,omitempty"`
+	Messages    []struct {
+		Role string `json:"role"`
+		Text string `json:"text"`
+	} `json:"messages,omitempty"`
+}
+
+var registryKinds = []string{notify.RegistryTools, notify.RegistryResources, notify.RegistryPrompts}
+
+var listChangedMethod = map[string]string{
+	notify.RegistryTools:     "notifications/tools/list_changed",
+	notify.RegistryResources: "notifications/resources/list_changed",
+	notify.RegistryPrompts:   "notifications/prompts/list_changed",
+}
+
+// registryCache holds this process's copy of the dynamic registries. It
+// re-reads the hashes at most once per RegistryRefresh (one store read
+// for all kinds, shared by every request and stream of the process) and
+// the items of a kind only when its hash changed. Safe for concurrent use;
+// the mutex also makes concurrent refreshes wait for one read.
+type registryCache struct {
+	mu      sync.Mutex
+	fetched time.Time
+	hashes  map[string]string
+	regs    map[string]*notify.Registry
+}
+
+// registryHashes returns the current hashes, from the cache when it is
+// fresh enough, or read from the store when fresh is set.
+func (s *Server) registryHashes(ctx context.Context, fresh bool) (map[string]string, error) {
+	c := &s.regs
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !fresh && c.hashes != nil && s.opts.Now().Sub(c.fetched) < s.opts.RegistryRefresh {
+		return c.hashes, nil
+	}
+	h, err := s.store.RegistryHashes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		h = map[string]string{}
+	}
+	c.hashes, c.fetched = h, s.opts.Now()
+	return h, nil
+}
+
+// registry returns the dynamic items of kind as of the cached hash.
+func (s *Server) registry(ctx context.Context, kind string) (map[string]json.RawMessage, error) {
+	if !s.opts.DynamicRegistries {
+		return nil, nil
+	}
+	hashes, err := s.registryHashes(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	want := hashes[kind]
+	if want == "" {
+		return nil, nil
+	}
+	c := &s.regs
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.regs[kind]; r != nil && r.Hash == want {
+		return r.Items, nil
+	}
+	r, err := s.store.GetRegistry(ctx, kind)
+	if err != nil {
+		return nil, err
+	}
+	if c.regs == nil {
+		c.regs = map[string]*notify.Registry{}
+	}
+	c.regs[kind] = r
+	return r.Items, nil
+}
+
+// notifyChanges puts a list_changed notification into the session's GET
+// stream log for every registry whose hash differs from the one the
+// session was last notified of. The append is conditional on the stored
+// last-notified hash, so among all processes exactly one wins each
+// change; a loser re-reads the session and sends nothing. Several changes
+// between two checks coalesce into one notification, and a change back to
+// the notified hash sends none.
+func (s *Server) notifyChanges(ctx context.Context, ss *ServerSession) error {
+	if !s.opts.DynamicRegistries {
+		return nil
+	}
+	hashes, err := s.registryHashes(ctx, false)
+	if err != nil {
+		return err
+	}
+	if !differs(hashes, ss.state.NotifiedHashes) {
+		return nil
+	}
+	// The cache may be older than the session's baseline (a session
+	// created after our last refresh): decide on a fresh read, so that a
+	// stale cache never causes a notification.
+	if hashes, err = s.registryHashes(ctx, true); err != nil {
+		return err
+	}
+	for _, kind := range registryKinds {
+		cur, last := hashes[kind], ss.state.NotifiedHashes[kind]
+		if cur == last {
+			continue
+		}
+		msg, _ := encodeNotification(listChangedMethod[kind], struct{}{})
+		_, ok, err := s.store.Append(ctx, ss.ID(), getStream, [][]byte{msg}, &notify.AppendOptions{
+			NotifiedHash: &notify.HashCAS{Registry: kind, Old: last, New: cur},
+		})
+		if err != nil {
+			return fmt.Errorf("notifying %s change: %w", kind, err)
+		}
+		if ok {
+			if ss.state.NotifiedHashes == nil {
+				ss.state.NotifiedHashes = map[string]string{}
+			}
+			ss.state.NotifiedHashes[kind] = cur
+			continue
+		}
+		// Another process won (or the session moved on): take its view.
+		fresh, err := s.store.GetSession(ctx, ss.ID())
+		if err != nil {
+			return err
+		}
+		ss.state.NotifiedHashes = fresh.NotifiedHashes
+	}
+	return nil
+}
+
+func differs(cur, notified map[string]string) bool {
+	for _, kind := range registryKinds {
+		if cur[kind] != notified[kind] {
+			return true
+		}
+	}
+	return false
+}
+
+// toolOverlay returns the dynamic tool items by name.
+func (s *Server) toolOverlay(ctx context.Context) map[string]*DynamicTool {
+	items, err := s.registry(ctx, notify.RegistryTools)
+	if err != nil {
+		s.log.WarnContext(ctx, "reading tools registry", "err", err)
+		return nil
+	}
+	out := map[string]*DynamicTool{}
+	for name, raw := range items {
+		var dt DynamicTool
+		if json.Unmarshal(raw, &dt) == nil {
+			out[name] = &dt
+		}
+	}
+	return out
+}
+
+// effectiveTool applies an overlay item to a tool registered in code; nil
+// means the tool is disabled.
+func effectiveTool(t *Tool, dt *DynamicTool) *Tool {
+	if dt == nil {
+		return t
+	}
+	if dt.Enabled != nil && !*dt.Enabled {
+		return nil
+	}
+	if dt.Description != "" {
+		c := *t
+		c.Description = dt.Description
+		return &c
+	}
+	return t
+}
+
+func (s *Server) dynamicResources(ctx context.Context) map[string]*DynamicResource {
+	items, err := s.registry(ctx, notify.RegistryResources)
+	if err != nil {
+		s.log.WarnContext(ctx, "reading resources registry", "err", err)
+		return nil
+	}
+	out := map[string]*DynamicResource{}
+	for uri, raw := range items {
+		var r DynamicResource
+		if json.Unmarshal(raw, &r) == nil && r.URI != "" {
+			out[uri] = &r
+		}
+	}
+	return out
+}
+
+func (s *Server) dynamicPrompts(ctx context.Context) map[string]*DynamicPrompt {
+	items, err := s.registry(ctx, notify.RegistryPrompts)
+	if err != nil {
+		s.log.WarnContext(ctx, "reading prompts registry", "err", err)
+		return nil
+	}
+	out := map[string]*DynamicPrompt{}
+	for name, raw := range items {
+		var p DynamicPrompt
+		if json.Unmarshal(raw, &p) == nil && p.Name != "" {
+			out[name] = &p
+		}
+	}
+	return out
+}
+
+func (r *DynamicResource) resource() *Resource {
+	return &Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MimeType}
+}
+
+func (r *DynamicResource) read() *ReadResourceResult {
+	return &ReadResourceResult{Contents: []*ResourceContents{{URI: r.URI, MimeType: r.MimeType, Text: r.Text, Blob: r.Blob}}}
+}
+
+func (p *DynamicPrompt) prompt() *Prompt {
+	return &Prompt{Name: p.Name, Title: p.Title, Description: p.Description, Arguments: p.Arguments}
+}
+
+// render substitutes {{arg}} in every message text.
+func (p *DynamicPrompt) render(args map[string]string) *GetPromptResult {
+	pairs := make([]string, 0, 2*len(args))
+	for k, v := range args {
+		pairs = append(pairs, "{{"+k+"}}", v)
+	}
+	rep := strings.NewReplacer(pairs...)
+	res := &GetPromptResult{Description: p.Description, Messages: []*PromptMessage{}}
+	for _, m := range p.Messages {
+		role := m.Role
+		if role == "" {
+			role = "user"
+		}
+		res.Messages = append(res.Messages, &PromptMessage{Role: role, Content: &TextContent{Text: rep.Replace(m.Text)}})
+	}
+	return res
+}
