@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpush/mcpush/internal/builtin"
 	"github.com/mcpush/mcpush/internal/conformance"
 	"github.com/mcpush/mcpush/internal/storeconfig"
 	"github.com/mcpush/mcpush/pkg/mcp"
@@ -64,7 +65,7 @@ func run(logger *slog.Logger) error {
 	defer store.Close()
 
 	fixtures := os.Getenv("MCPUSH_FIXTURES")
-	opts := &mcp.ServerOptions{Logger: logger}
+	opts := &mcp.ServerOptions{Logger: logger, DynamicRegistries: true}
 	switch fixtures {
 	case "":
 	case "conformance":
@@ -73,6 +74,7 @@ func run(logger *slog.Logger) error {
 		return fmt.Errorf("MCPUSH_FIXTURES=%q: the only fixture set is \"conformance\"", fixtures)
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: version}, store, opts)
+	builtin.Register(srv, store, nil)
 	if fixtures == "conformance" {
 		conformance.Register(srv)
 	}

@@ -78,7 +78,7 @@ func mustSchema[T any](tool, which string, given any) (any, *jsonschema.Resolved
 	switch g := given.(type) {
 	case nil:
 		var err error
-		schema, err = jsonschema.For[T](nil)
+		schema, err = jsonschema.For[T](schemaOptions)
 		if err != nil {
 			panic(fmt.Sprintf("mcp: AddTool(%q): inferring %s schema: %v", tool, which, err))
 		}
@@ -103,6 +103,12 @@ func mustSchema[T any](tool, which string, given any) (any, *jsonschema.Resolved
 	}
 	return schema, resolved
 }
+
+// schemaOptions map types whose Go shape is not their JSON shape:
+// json.RawMessage holds any JSON value, not an array of bytes.
+var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[json.RawMessage](): {},
+}}
 
 // decodeArguments validates raw against the resolved input schema (after
 // applying its defaults) and decodes it into In.
