@@ -1,0 +1,140 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// Append implements notify.Store. All checks and writes happen in one
+// transaction holding the write lock: the session check, the idempotency
+// key, the notified-hash comparison, the next sequence number, the events,
+// and the new hash. An empty data is refused with notify.ErrInvalid.
+func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *notify.AppendOptions) (lastSeq int64, appended bool, err error) {
+	defer wrap(&err, "sqlitestore: Append(%q, %q)", sessionID, streamID)
+	if sessionID == "" {
+		return 0, false, invalid("empty session id")
+	}
+	if streamID == "" {
+		return 0, false, invalid("empty stream id")
+	}
+	if len(data) == 0 {
+		return 0, false, invalid("no events")
+	}
+	for i, d := range data {
+		if len(d) > notify.MaxItemBytes {
+			return 0, false, tooLarge(fmt.Sprintf("event %d", i), len(d))
+		}
+	}
+	var (
+		key string
+		cas *notify.HashCAS
+	)
+	if opts != nil {
+		key, cas = opts.IdempotencyKey, opts.NotifiedHash
+		if cas != nil && !notify.ValidRegistry(cas.Registry) {
+			return 0, false, invalid("registry kind %q", cas.Registry)
+		}
+	}
+
+	now := s.now()
+	nowN, exp := toNanos(now), toNanos(now.Add(s.eventTTL))
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		_, hashes, err := s.liveSession(ctx, tx, sessionID, nowN)
+		if err != nil {
+			return err
+		}
+		if key != "" {
+			var one int
+			err := tx.StmtContext(ctx, s.st.idempotencyLive).QueryRowContext(ctx, sessionID, key, nowN).Scan(&one)
+			switch {
+			case err == nil:
+				return nil // already done
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+		}
+		if cas != nil && hashes.get(cas.Registry) != cas.Old {
+			return nil // condition failed
+		}
+
+		var last int64
+		err = tx.StmtContext(ctx, s.st.streamLastSeq).QueryRowContext(ctx, sessionID, streamID).Scan(&last)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		ins := tx.StmtContext(ctx, s.st.insertEvent)
+		for _, d := range data {
+			last++
+			if _, err := ins.ExecContext(ctx, sessionID, streamID, last, d, exp); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.StmtContext(ctx, s.st.setStreamSeq).ExecContext(ctx, sessionID, streamID, last); err != nil {
+			return err
+		}
+		if key != "" {
+			if _, err := tx.StmtContext(ctx, s.st.putIdempotency).ExecContext(ctx, sessionID, key, exp); err != nil {
+				return err
+			}
+		}
+		if cas != nil {
+			if _, err := tx.StmtContext(ctx, s.st.setNotifiedHash).ExecContext(ctx, sessionID, cas.Registry, cas.New); err != nil {
+				return err
+			}
+		}
+		lastSeq, appended = last, true
+		return nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return lastSeq, appended, nil
+}
+
+// ReadEvents implements notify.Store with one SELECT. A limit below 1 is
+// refused with notify.ErrInvalid.
+func (s *Store) ReadEvents(ctx context.Context, sessionID, streamID string, after int64, limit int) (_ []notify.Event, err error) {
+	defer wrap(&err, "sqlitestore: ReadEvents(%q, %q, %d, %d)", sessionID, streamID, after, limit)
+	if sessionID == "" {
+		return nil, invalid("empty session id")
+	}
+	if streamID == "" {
+		return nil, invalid("empty stream id")
+	}
+	if limit < 1 {
+		return nil, invalid("limit %d", limit)
+	}
+	rows, err := s.st.readEvents.QueryContext(ctx, sessionID, streamID, after, toNanos(s.now()), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var (
+		events []notify.Event
+		found  bool
+	)
+	for rows.Next() {
+		found = true
+		var (
+			seq  sql.NullInt64
+			data []byte
+		)
+		if err := rows.Scan(&seq, &data); err != nil {
+			return nil, err
+		}
+		if seq.Valid {
+			events = append(events, notify.Event{Seq: seq.Int64, Data: data})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, notify.ErrNotFound
+	}
+	return events, nil
+}

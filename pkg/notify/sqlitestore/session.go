@@ -1,0 +1,372 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// CreateSession implements notify.Store. An expired session with the same
+// id counts as gone: it is replaced, with everything it owned. A zero
+// ExpiresAt is refused with notify.ErrInvalid.
+func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err error) {
+	if sess == nil {
+		return fmt.Errorf("sqlitestore: CreateSession: %w", invalid("nil session"))
+	}
+	defer wrap(&err, "sqlitestore: CreateSession(%q)", sess.ID)
+	if err := checkProfile(sess); err != nil {
+		return err
+	}
+	for _, uri := range sess.Subscriptions {
+		if uri == "" {
+			return invalid("empty subscription URI")
+		}
+	}
+	for kind := range sess.NotifiedHashes {
+		if !notify.ValidRegistry(kind) {
+			return invalid("registry kind %q in NotifiedHashes", kind)
+		}
+	}
+	hashes := notifiedFromMap(sess.NotifiedHashes)
+
+	now := toNanos(s.now())
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var exp int64
+		switch err := tx.StmtContext(ctx, s.st.sessionExpiresAt).QueryRowContext(ctx, sess.ID).Scan(&exp); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		case exp > now:
+			return notify.ErrExists
+		default:
+			if err := s.deleteSessionRows(ctx, tx, sess.ID); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.StmtContext(ctx, s.st.insertSession).ExecContext(ctx,
+			sess.ID, sess.Principal, sess.ProtocolVersion, nullBytes(sess.ClientInfo),
+			nullBytes(sess.ClientCapabilities), sess.LogLevel, sess.Initialized,
+			toNanos(sess.CreatedAt), toNanos(sess.ExpiresAt), sess.Version, sess.Delivered,
+			hashes[0], hashes[1], hashes[2],
+		); err != nil {
+			return err
+		}
+		if len(sess.Subscriptions) > 0 {
+			ins := tx.StmtContext(ctx, s.st.insertSubscription)
+			for _, uri := range sess.Subscriptions {
+				if _, err := ins.ExecContext(ctx, sess.ID, uri); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.maybePrune(ctx)
+	return nil
+}
+
+// checkProfile validates the fields CreateSession and UpdateSession write.
+func checkProfile(sess *notify.Session) error {
+	if sess.ID == "" {
+		return invalid("empty session id")
+	}
+	if sess.ExpiresAt.IsZero() {
+		return invalid("zero ExpiresAt")
+	}
+	if n := len(sess.ClientInfo) + len(sess.ClientCapabilities); n > notify.MaxItemBytes {
+		return tooLarge("client info and capabilities", n)
+	}
+	return nil
+}
+
+// GetSession implements notify.Store with one SELECT.
+func (s *Store) GetSession(ctx context.Context, id string) (_ *notify.Session, err error) {
+	defer wrap(&err, "sqlitestore: GetSession(%q)", id)
+	if id == "" {
+		return nil, invalid("empty session id")
+	}
+	sess := &notify.Session{ID: id}
+	var (
+		createdAt, expiresAt int64
+		hashes               notifiedHashes
+		subs                 string
+	)
+	err = s.st.getSession.QueryRowContext(ctx, id, toNanos(s.now())).Scan(
+		&sess.Principal, &sess.ProtocolVersion, (*[]byte)(&sess.ClientInfo), (*[]byte)(&sess.ClientCapabilities),
+		&sess.LogLevel, &sess.Initialized, &createdAt, &expiresAt, &sess.Version,
+		&sess.Delivered, &hashes[0], &hashes[1], &hashes[2], &subs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notify.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	sess.CreatedAt = fromNanos(createdAt)
+	sess.ExpiresAt = fromNanos(expiresAt)
+	sess.NotifiedHashes = hashes.toMap()
+	if subs != "[]" {
+		if err := json.Unmarshal([]byte(subs), &sess.Subscriptions); err != nil {
+			return nil, fmt.Errorf("decoding subscriptions: %w", err)
+		}
+		slices.Sort(sess.Subscriptions)
+	}
+	return sess, nil
+}
+
+// UpdateSession implements notify.Store. On success it increments
+// sess.Version.
+func (s *Store) UpdateSession(ctx context.Context, sess *notify.Session) (err error) {
+	if sess == nil {
+		return fmt.Errorf("sqlitestore: UpdateSession: %w", invalid("nil session"))
+	}
+	defer wrap(&err, "sqlitestore: UpdateSession(%q)", sess.ID)
+	if err := checkProfile(sess); err != nil {
+		return err
+	}
+	now := toNanos(s.now())
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		version, _, err := s.liveSession(ctx, tx, sess.ID, now)
+		if err != nil {
+			return err
+		}
+		if version != sess.Version {
+			return fmt.Errorf("%w: version is %d, not %d", notify.ErrConflict, version, sess.Version)
+		}
+		_, err = tx.StmtContext(ctx, s.st.updateSession).ExecContext(ctx, sess.ID,
+			sess.ProtocolVersion, nullBytes(sess.ClientInfo), nullBytes(sess.ClientCapabilities),
+			sess.LogLevel, sess.Initialized, toNanos(sess.ExpiresAt))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	sess.Version++
+	return nil
+}
+
+// DeleteSession implements notify.Store. The rows of an expired session
+// are deleted too, but it reports notify.ErrNotFound.
+func (s *Store) DeleteSession(ctx context.Context, id string) (err error) {
+	defer wrap(&err, "sqlitestore: DeleteSession(%q)", id)
+	if id == "" {
+		return invalid("empty session id")
+	}
+	now := toNanos(s.now())
+	var live bool
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var exp int64
+		err := tx.StmtContext(ctx, s.st.sessionExpiresAt).QueryRowContext(ctx, id).Scan(&exp)
+		if err != nil {
+			return err
+		}
+		live = exp > now
+		return s.deleteSessionRows(ctx, tx, id)
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return notify.ErrNotFound
+	case err != nil:
+		return err
+	case !live:
+		return notify.ErrNotFound
+	}
+	return nil
+}
+
+// deleteSessionRows deletes a session and everything it owns.
+func (s *Store) deleteSessionRows(ctx context.Context, tx *sql.Tx, id string) error {
+	for _, st := range s.st.deleteSessionRows {
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// liveSession returns the version and the notified hashes of a live
+// session, or notify.ErrNotFound.
+func (s *Store) liveSession(ctx context.Context, tx *sql.Tx, id string, now int64) (version int64, hashes notifiedHashes, err error) {
+	err = tx.StmtContext(ctx, s.st.liveSession).QueryRowContext(ctx, id, now).Scan(&version, &hashes[0], &hashes[1], &hashes[2])
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, hashes, notify.ErrNotFound
+	}
+	return version, hashes, err
+}
+
+// MarkDelivered implements notify.Store with one UPDATE.
+func (s *Store) MarkDelivered(ctx context.Context, sessionID string, seq int64) (err error) {
+	defer wrap(&err, "sqlitestore: MarkDelivered(%q, %d)", sessionID, seq)
+	if sessionID == "" {
+		return invalid("empty session id")
+	}
+	res, err := s.st.markDelivered.ExecContext(ctx, sessionID, seq, toNanos(s.now()))
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return notify.ErrNotFound
+	}
+	return nil
+}
+
+// Subscribe implements notify.Store.
+func (s *Store) Subscribe(ctx context.Context, sessionID, uri string) (err error) {
+	defer wrap(&err, "sqlitestore: Subscribe(%q, %q)", sessionID, uri)
+	return s.subscription(ctx, s.st.insertSubscription, sessionID, uri)
+}
+
+// Unsubscribe implements notify.Store.
+func (s *Store) Unsubscribe(ctx context.Context, sessionID, uri string) (err error) {
+	defer wrap(&err, "sqlitestore: Unsubscribe(%q, %q)", sessionID, uri)
+	return s.subscription(ctx, s.st.deleteSubscription, sessionID, uri)
+}
+
+func (s *Store) subscription(ctx context.Context, stmt *sql.Stmt, sessionID, uri string) error {
+	if sessionID == "" {
+		return invalid("empty session id")
+	}
+	if uri == "" {
+		return invalid("empty URI")
+	}
+	now := toNanos(s.now())
+	return s.write(ctx, func(tx *sql.Tx) error {
+		if _, _, err := s.liveSession(ctx, tx, sessionID, now); err != nil {
+			return err
+		}
+		_, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, sessionID, uri)
+		return err
+	})
+}
+
+// Subscribers implements notify.Store with one SELECT.
+func (s *Store) Subscribers(ctx context.Context, uri string) (_ []string, err error) {
+	defer wrap(&err, "sqlitestore: Subscribers(%q)", uri)
+	if uri == "" {
+		return nil, invalid("empty URI")
+	}
+	rows, err := s.st.subscribers.QueryContext(ctx, uri, toNanos(s.now()))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// PutMessage implements notify.Store.
+func (s *Store) PutMessage(ctx context.Context, sessionID, key string, data []byte) (created bool, err error) {
+	defer wrap(&err, "sqlitestore: PutMessage(%q, %q)", sessionID, key)
+	if sessionID == "" {
+		return false, invalid("empty session id")
+	}
+	if key == "" {
+		return false, invalid("empty message key")
+	}
+	if len(data) > notify.MaxItemBytes {
+		return false, tooLarge("message", len(data))
+	}
+	now := s.now()
+	nowN, exp := toNanos(now), toNanos(now.Add(s.eventTTL))
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		if _, _, err := s.liveSession(ctx, tx, sessionID, nowN); err != nil {
+			return err
+		}
+		res, err := tx.StmtContext(ctx, s.st.putMessage).ExecContext(ctx, sessionID, key, data, exp, nowN)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		created = n > 0
+		return err
+	})
+	return created, err
+}
+
+// GetMessage implements notify.Store with one SELECT.
+func (s *Store) GetMessage(ctx context.Context, sessionID, key string) (_ []byte, err error) {
+	defer wrap(&err, "sqlitestore: GetMessage(%q, %q)", sessionID, key)
+	if sessionID == "" {
+		return nil, invalid("empty session id")
+	}
+	if key == "" {
+		return nil, invalid("empty message key")
+	}
+	var (
+		found bool
+		data  []byte
+	)
+	err = s.st.getMessage.QueryRowContext(ctx, sessionID, key, toNanos(s.now())).Scan(&found, &data)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("session: %w", notify.ErrNotFound)
+	case err != nil:
+		return nil, err
+	case !found:
+		return nil, fmt.Errorf("message: %w", notify.ErrNotFound)
+	}
+	return data, nil
+}
+
+// registryKinds are the registry kinds in the order of the sessions
+// table's notified_* columns and of notifiedHashes.
+var registryKinds = [3]string{notify.RegistryTools, notify.RegistryResources, notify.RegistryPrompts}
+
+// notifiedHashes are a session's notified_* columns; NULL (not Valid)
+// when never set.
+type notifiedHashes [3]sql.NullString
+
+func notifiedFromMap(m map[string]string) notifiedHashes {
+	var n notifiedHashes
+	for i, kind := range registryKinds {
+		if h, ok := m[kind]; ok {
+			n[i] = sql.NullString{String: h, Valid: true}
+		}
+	}
+	return n
+}
+
+// toMap returns the hashes as Session.NotifiedHashes: never nil.
+func (n *notifiedHashes) toMap() map[string]string {
+	m := make(map[string]string, 3)
+	for i, h := range n {
+		if h.Valid {
+			m[registryKinds[i]] = h.String
+		}
+	}
+	return m
+}
+
+// get returns the hash of a registry kind, "" when never set.
+func (n *notifiedHashes) get(kind string) string {
+	for i, k := range registryKinds {
+		if k == kind {
+			return n[i].String
+		}
+	}
+	return ""
+}
+
+// nullBytes stores a nil slice as NULL and a non-nil one as a BLOB.
+func nullBytes(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,306 @@
+// Package sqlitestore implements notify.Store on an SQLite database file,
+// with the pure-Go driver modernc.org/sqlite (no cgo).
+//
+// The database runs in WAL mode, so readers never wait for the writer.
+// Several processes may share one file: every write is one transaction
+// that takes SQLite's write lock up front (BEGIN IMMEDIATE) and waits for
+// it under a busy timeout, so writers in different processes queue instead
+// of failing with SQLITE_BUSY, and every read-modify-write (sequence
+// numbers, conditional appends, registry updates) happens under that lock.
+// Within one process, writes are serialised on a single connection and
+// reads use a small pool of read-only connections.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+	"modernc.org/sqlite"
+)
+
+// Defaults for Options.
+const (
+	DefaultEventTTL      = 24 * time.Hour
+	DefaultTopicEventTTL = 7 * 24 * time.Hour
+)
+
+const (
+	// busyTimeout is how long a connection waits for a lock held by
+	// another connection (usually another process) before SQLITE_BUSY.
+	busyTimeout = 10 * time.Second
+
+	// pruneInterval is the least time between two opportunistic prunes of
+	// expired rows by one Store; pruneBatch bounds the rows one prune
+	// deletes per table, so that it stays cheap.
+	pruneInterval = time.Minute
+	pruneBatch    = 500
+
+	// schemaVersion is stored in PRAGMA user_version.
+	schemaVersion = 1
+)
+
+// Options configures a Store. The zero value (or a nil *Options) gives the
+// defaults.
+type Options struct {
+	// Now returns the current time. It decides session expiry and the
+	// expiry of stored rows. Nil means time.Now.
+	Now func() time.Time
+	// EventTTL is how long stream-log events, mailbox messages and
+	// idempotency keys (of Append and of ApplyRegistry) are kept.
+	// Zero means DefaultEventTTL.
+	EventTTL time.Duration
+	// TopicEventTTL is how long topic events, with the message ids that
+	// make AppendTopicEvent idempotent, are kept. Zero means
+	// DefaultTopicEventTTL.
+	TopicEventTTL time.Duration
+}
+
+// Store is a notify.Store on an SQLite database file.
+//
+// A Store is safe for concurrent use by many goroutines, and any number of
+// Stores, in one process or in several, may share the same file. Close it
+// when done; methods must not be called after Close.
+type Store struct {
+	path     string
+	w        *sql.DB // exactly one connection; every write goes through it
+	r        *sql.DB // read-only connections
+	st       *statements
+	now      func() time.Time
+	eventTTL time.Duration
+	topicTTL time.Duration
+
+	// nextPrune is the Unix nanosecond time (by now) from which the next
+	// opportunistic prune may run.
+	nextPrune atomic.Int64
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ notify.Store = (*Store)(nil)
+
+// New opens the SQLite database file at path, creating it, its parent
+// directory and the schema if they do not exist, and returns a Store on
+// it. Several processes may call New on the same path at once. A nil opts
+// means the defaults.
+func New(path string, opts *Options) (_ *Store, err error) {
+	defer wrap(&err, "sqlitestore.New(%q)", path)
+	if path == "" {
+		return nil, fmt.Errorf("%w: empty path", notify.ErrInvalid)
+	}
+	if opts == nil {
+		opts = &Options{}
+	}
+	s := &Store{
+		now:      opts.Now,
+		eventTTL: opts.EventTTL,
+		topicTTL: opts.TopicEventTTL,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.eventTTL <= 0 {
+		s.eventTTL = DefaultEventTTL
+	}
+	if s.topicTTL <= 0 {
+		s.topicTTL = DefaultTopicEventTTL
+	}
+
+	s.path, err = filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
+		return nil, err
+	}
+
+	s.w, err = sql.Open("sqlite", dsn(s.path, false))
+	if err != nil {
+		return nil, err
+	}
+	// One writer connection: goroutines of this process queue in
+	// database/sql (honouring their contexts) rather than in SQLite's busy
+	// handler; only other processes contend for the file lock.
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	s.w.SetConnMaxIdleTime(0)
+	if err := s.initSchema(); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+
+	s.r, err = sql.Open("sqlite", dsn(s.path, true))
+	if err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	n := max(4, runtime.GOMAXPROCS(0)+1)
+	s.r.SetMaxOpenConns(n)
+	s.r.SetMaxIdleConns(n)
+	s.r.SetConnMaxLifetime(0)
+	s.r.SetConnMaxIdleTime(0)
+
+	if s.st, err = prepare(s.w, s.r); err != nil {
+		s.r.Close()
+		s.w.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dsn returns the driver data source name for the file at the absolute
+// path abs. Write connections begin transactions with BEGIN IMMEDIATE;
+// read connections are query-only.
+func dsn(abs string, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "synchronous(NORMAL)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Add("_pragma", "journal_mode(WAL)")
+		q.Set("_txlock", "immediate")
+	}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}
+	return u.String()
+}
+
+// initSchema switches the file to WAL mode and creates the schema if it is
+// missing. Two processes opening a new file at once can see SQLITE_BUSY
+// while one of them converts it to WAL; that is retried.
+func (s *Store) initSchema() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*busyTimeout)
+	defer cancel()
+	for {
+		err := s.tryInitSchema(ctx)
+		if err == nil || !isBusy(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Store) tryInitSchema(ctx context.Context) error {
+	var mode string
+	if err := s.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("reading journal mode: %w", err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("journal mode is %q, want \"wal\" (is the file on a network file system?)", mode)
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			return err
+		}
+		switch {
+		case v == schemaVersion:
+			return nil
+		case v > schemaVersion:
+			return fmt.Errorf("database schema version %d is newer than this program's (%d)", v, schemaVersion)
+		}
+		if _, err := tx.ExecContext(ctx, schema); err != nil {
+			return fmt.Errorf("creating schema: %w", err)
+		}
+		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
+		return err
+	})
+}
+
+// Close closes the database connections. It is safe to call more than
+// once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeErr = errors.Join(s.st.close(), s.r.Close(), s.w.Close())
+	})
+	return s.closeErr
+}
+
+// write runs f in a write transaction: BEGIN IMMEDIATE on the writer
+// connection, so that the write lock is held from the start and every
+// read in f sees the latest committed state. f's error rolls back.
+func (s *Store) write(ctx context.Context, f func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := f(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// isBusy reports whether err is SQLITE_BUSY or SQLITE_LOCKED.
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() & 0xff {
+	case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+		return true
+	}
+	return false
+}
+
+// wrap adds context to a non-nil *errp, keeping it inspectable with
+// errors.Is.
+func wrap(errp *error, format string, args ...any) {
+	if *errp != nil {
+		*errp = fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), *errp)
+	}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", notify.ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+func tooLarge(what string, n int) error {
+	return fmt.Errorf("%w: %s is %d bytes, limit %d", notify.ErrTooLarge, what, n, notify.MaxItemBytes)
+}
+
+// Times are stored as Unix nanoseconds; the zero time.Time as 0. Times
+// outside the range of int64 nanoseconds (years 1678 to 2262) are clamped.
+var (
+	minNanoTime = time.Unix(0, math.MinInt64+1)
+	maxNanoTime = time.Unix(0, math.MaxInt64)
+)
+
+func toNanos(t time.Time) int64 {
+	switch {
+	case t.IsZero():
+		return 0
+	case t.Before(minNanoTime):
+		return math.MinInt64 + 1
+	case t.After(maxNanoTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
