@@ -16,6 +16,10 @@ import (
 // store.
 const MaxItemBytes = 350 * 1024
 
+// MaxAppendBatch is the most values one Append may carry (a DynamoDB
+// transaction holds at most 100 items, a few of which are bookkeeping).
+const MaxAppendBatch = 25
+
 // ValidRegistry reports whether kind names a registry.
 func ValidRegistry(kind string) bool {
 	switch kind {

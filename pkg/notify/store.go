@@ -105,6 +105,18 @@ type Registry struct {
 }
 
 // Store is the durable state behind an mcpush deployment.
+//
+// Conventions every implementation follows (the contract suite pins them):
+// an empty id, key or topic is ErrInvalid, on reads too; a limit < 1 is
+// ErrInvalid; an Append with no data is ErrInvalid; each value is limited
+// to MaxItemBytes (ErrTooLarge), and one Append carries at most
+// MaxAppendBatch values; Subscribe, MarkDelivered, conditional Appends and
+// PutMessage leave Session.Version alone, so they never make a profile
+// update conflict; a message id counts once per topic (AppendTopicEvent)
+// or per registry kind (ApplyRegistry) for as long as the store keeps it
+// (topic events: their TTL; registry message ids: the event TTL, 24h by
+// default); a registry replaced with nothing stays in RegistryHashes
+// with hash "".
 type Store interface {
 	// CreateSession stores a new session. It returns ErrExists if the id is
 	// taken. Subscriptions, NotifiedHashes and Delivered start as given.
