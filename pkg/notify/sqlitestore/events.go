@@ -24,6 +24,9 @@ func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][
 	if len(data) == 0 {
 		return 0, false, invalid("no events")
 	}
+	if len(data) > notify.MaxAppendBatch {
+		return 0, false, invalid("%d events in one append (at most %d)", len(data), notify.MaxAppendBatch)
+	}
 	for i, d := range data {
 		if len(d) > notify.MaxItemBytes {
 			return 0, false, tooLarge(fmt.Sprintf("event %d", i), len(d))
