@@ -52,6 +52,18 @@ func testInvalid(t *testing.T, s *suite) {
 			_, _, err := st.Append(ctx, "s1", "", bytesOf("x"), nil)
 			return err
 		}},
+		{"Append(no data)", func(ctx context.Context) error {
+			_, _, err := st.Append(ctx, "s1", "s", nil, nil)
+			return err
+		}},
+		{"Append(over MaxAppendBatch)", func(ctx context.Context) error {
+			data := make([][]byte, notify.MaxAppendBatch+1)
+			for i := range data {
+				data[i] = []byte("x")
+			}
+			_, _, err := st.Append(ctx, "s1", "s", data, nil)
+			return err
+		}},
 		{"Append(unknown registry)", func(ctx context.Context) error {
 			_, _, err := st.Append(ctx, "s1", "s", bytesOf("x"), &notify.AppendOptions{
 				NotifiedHash: &notify.HashCAS{Registry: "widgets", Old: "", New: "h"}})
