@@ -15,16 +15,15 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// Tool names. A registry message may enable, disable or re-describe them.
+// Tool names. A registry message may enable, disable or re-describe them;
+// ingest.BuiltinTools lists them for the SNS ingest, which validates
+// registry messages without importing the server.
 const (
 	SessionInfo  = "session_info"
 	TopicsList   = "topics_list"
 	EventsRecent = "events_recent"
 	EventsWait   = "events_wait"
 )
-
-// Names lists the built-in tools.
-var Names = []string{SessionInfo, TopicsList, EventsRecent, EventsWait}
 
 // Options tune the built-in tools. Nil means defaults.
 type Options struct {

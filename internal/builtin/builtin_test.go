@@ -16,6 +16,7 @@ import (
 	"github.com/mcpush/mcpush/internal/builtin"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
 
@@ -171,5 +172,24 @@ func TestEventsTools(t *testing.T) {
 	json.NewDecoder(resp.Body).Decode(&m)
 	if len(m.Result.Contents) != 1 || !strings.Contains(m.Result.Contents[0].Text, `"sequence":6`) {
 		t.Errorf("events://orders = %+v", m.Result)
+	}
+}
+
+// TestNamesMatchIngest: the SNS ingest accepts registry items for exactly
+// the tools this package registers.
+func TestNamesMatchIngest(t *testing.T) {
+	e := setup(t)
+	resp := e.post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	defer resp.Body.Close()
+	var m struct {
+		Result mcp.ListToolsResult
+	}
+	json.NewDecoder(resp.Body).Decode(&m)
+	var names []string
+	for _, tool := range m.Result.Tools {
+		names = append(names, tool.Name)
+	}
+	if diff := cmp.Diff(ingest.BuiltinTools, names); diff != "" {
+		t.Errorf("ingest.BuiltinTools differs from the registered tools (-ingest +registered):\n%s", diff)
 	}
 }

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/mcpush/mcpush/pkg/notify/ingest"
+)
+
+// Exit statuses of the CLI.
+const (
+	exitOK       = 0 // every record accepted or a duplicate
+	exitRejected = 1 // a record was rejected (see the summary's errors)
+	exitUsage    = 2 // bad flags, unreadable event, store configuration
+)
+
+// localARNPrefix makes the TopicArn of an event built from -topic.
+const localARNPrefix = "arn:aws:sns:us-east-1:000000000000:"
+
+const usage = `usage:
+  sns-ingest -event FILE       process an SNS event JSON as Lambda delivers it (- for stdin)
+  sns-ingest -topic T -message M [-subject S] [-message-id ID]
+                               publish one message to topic T (a name or an SNS topic ARN)
+
+Prints one line of JSON: {"accepted":N,"duplicates":N,"rejected":N[,"errors":[...]]}.
+Exit status: 0 all records stored, 1 a record was rejected, 2 usage or configuration error.
+Environment: MCPUSH_STORE (default sqlite:.mcpush/mcpush.db), MCPUSH_CREATE_TABLE=1.
+
+flags:
+`
+
+// run is the CLI: it parses args, builds or reads the SNS event, ingests
+// it and prints the summary. It returns the exit status.
+func run(ctx context.Context, args []string, e *env) int {
+	fs := flag.NewFlagSet("sns-ingest", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	var (
+		eventFile = fs.String("event", "", "read the SNS event from `FILE` (- for stdin)")
+		topic     = fs.String("topic", "", "publish to `TOPIC`, a topic name or an SNS topic ARN")
+		message   = fs.String("message", "", "the message `BODY` to publish with -topic")
+		subject   = fs.String("subject", "", "the message `SUBJECT` (with -topic)")
+		messageID = fs.String("message-id", "", "the SNS MessageId (with -topic; default: a random UUID)")
+	)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	set := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	usageErr := func(format string, args ...any) int {
+		fmt.Fprintf(e.stderr, "sns-ingest: "+format+"\n", args...)
+		fmt.Fprintln(e.stderr, "run sns-ingest -h for usage")
+		return exitUsage
+	}
+
+	var (
+		ev  events.SNSEvent
+		err error
+	)
+	switch {
+	case fs.NArg() > 0:
+		return usageErr("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	case set["event"] && (set["topic"] || set["message"] || set["subject"] || set["message-id"]):
+		return usageErr("-event excludes -topic, -message, -subject and -message-id")
+	case set["event"]:
+		if ev, err = readEvent(*eventFile, e.stdin); err != nil {
+			return usageErr("%v", err)
+		}
+	case set["topic"]:
+		if !set["message"] {
+			return usageErr("-topic needs -message")
+		}
+		if ev, err = buildEvent(*topic, *message, *subject, *messageID, e); err != nil {
+			return usageErr("%v", err)
+		}
+	case set["message"] || set["subject"] || set["message-id"]:
+		return usageErr("-message, -subject and -message-id need -topic")
+	default:
+		return usageErr("want -event FILE or -topic T -message M")
+	}
+
+	store, err := openStore(ctx, e.getenv)
+	if err != nil {
+		e.logger.Error("sns-ingest: opening the store", "err", err)
+		return exitUsage
+	}
+	defer store.Close()
+
+	in := ingest.New(store, &ingest.Options{Logger: e.logger, Now: e.now})
+	sum, _ := in.Handle(ctx, ev) // the summary reports the errors, and Handle has logged them
+	enc := json.NewEncoder(e.stdout)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(sum); err != nil {
+		e.logger.Error("sns-ingest: writing the summary", "err", err)
+		return exitUsage
+	}
+	if sum.Rejected > 0 {
+		return exitRejected
+	}
+	return exitOK
+}
+
+// readEvent reads an SNS event JSON from file, or from stdin for "-".
+func readEvent(file string, stdin io.Reader) (events.SNSEvent, error) {
+	var ev events.SNSEvent
+	var (
+		b   []byte
+		err error
+	)
+	if file == "-" {
+		b, err = io.ReadAll(stdin)
+		file = "stdin"
+	} else {
+		b, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return ev, err
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		return ev, fmt.Errorf("%s: not an SNS event: %v", file, err)
+	}
+	if len(ev.Records) == 0 {
+		return ev, fmt.Errorf(`%s: no records (want an SNS event, {"Records":[{"EventSource":"aws:sns","Sns":{...}}]})`, file)
+	}
+	return ev, nil
+}
+
+// buildEvent builds the one-record SNS event that publishing message to
+// topic would deliver.
+func buildEvent(topic, message, subject, messageID string, e *env) (events.SNSEvent, error) {
+	arn := topic
+	if !strings.HasPrefix(topic, "arn:") {
+		if !ingest.ValidTopic(topic) {
+			return events.SNSEvent{}, fmt.Errorf("-topic %q: not a topic name (1 to %d of A-Z a-z 0-9 _ . -) or ARN", topic, ingest.MaxTopicLen)
+		}
+		arn = localARNPrefix + topic
+	}
+	if messageID == "" {
+		messageID = newUUID()
+	}
+	return events.SNSEvent{Records: []events.SNSEventRecord{{
+		EventVersion:         "1.0",
+		EventSubscriptionArn: arn + ":" + newUUID(),
+		EventSource:          "aws:sns",
+		SNS: events.SNSEntity{
+			Type:              "Notification",
+			MessageID:         messageID,
+			TopicArn:          arn,
+			Subject:           subject,
+			Message:           message,
+			Timestamp:         e.now().UTC(),
+			SignatureVersion:  "1",
+			MessageAttributes: map[string]any{},
+		},
+	}}}, nil
+}
+
+// newUUID returns a random (version 4) UUID, the form of SNS message ids.
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,79 @@
+// Command sns-ingest writes SNS messages to the mcpush store: external
+// events, which it appends to their topic's log and pushes to the sessions
+// subscribed to events://<topic>, and changes to the dynamic registries of
+// tools, resources and prompts. See package ingest for the message format.
+//
+// In Lambda (AWS_LAMBDA_RUNTIME_API set) it handles events.SNSEvent: an
+// invocation fails when a record was rejected, so that SNS retries it and
+// finally sends it to the dead-letter queue. Elsewhere it is a CLI:
+//
+//	sns-ingest -event FILE            # an SNS event JSON as Lambda delivers it; - for stdin
+//	sns-ingest -topic T -message M [-subject S] [-message-id ID]
+//
+// The CLI prints one line of JSON, the ingest.Summary, and exits 0 when
+// every record went through, 1 when a record was rejected, 2 on a usage or
+// configuration error. Logs are JSON on stderr in both modes.
+//
+// Environment: MCPUSH_STORE (sqlite:PATH or dynamodb:TABLE; default
+// sqlite:.mcpush/mcpush.db) and MCPUSH_CREATE_TABLE=1 (create a missing
+// DynamoDB table; local use only), as for the MCP server.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/mcpush/mcpush/internal/storeconfig"
+	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/ingest"
+)
+
+func main() {
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
+		store, err := openStore(context.Background(), os.Getenv)
+		if err != nil {
+			logger.Error("sns-ingest: opening the store", "err", err)
+			os.Exit(1)
+		}
+		in := ingest.New(store, &ingest.Options{Logger: logger})
+		lambda.StartHandlerFunc(in.Handle)
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := run(ctx, os.Args[1:], &env{
+		getenv: os.Getenv, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+		logger: logger, now: time.Now,
+	})
+	stop()
+	os.Exit(code)
+}
+
+// env is what the CLI takes from its process; tests supply their own.
+type env struct {
+	getenv         func(string) string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	logger         *slog.Logger
+	now            func() time.Time
+}
+
+// openStore opens the store named by MCPUSH_STORE.
+func openStore(ctx context.Context, getenv func(string) string) (notify.Store, error) {
+	spec := getenv("MCPUSH_STORE")
+	if spec == "" {
+		spec = storeconfig.DefaultSpec
+	}
+	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{CreateTable: getenv("MCPUSH_CREATE_TABLE") == "1"})
+	if err != nil {
+		return nil, fmt.Errorf("MCPUSH_STORE=%q: %w", spec, err)
+	}
+	return store, nil
+}

@@ -1,0 +1,152 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+func TestHandleFanOut(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	in := New(st, nil)
+	newSession(t, st, "sess-warning", "warning", "orders")
+	newSession(t, st, "sess-default", "", "orders", "alerts")
+	newSession(t, st, "sess-info", "info", "orders")
+	newSession(t, st, "sess-alerts", "debug", "alerts")
+	newSession(t, st, "sess-none", "")
+
+	sum, err := in.Handle(ctx, snsEvent(
+		record("m1", ordersARN, `{"type":"event","topic":"orders","data":{"id":1,"note":"<b>&"}}`),
+		record("m2", ordersARN, `{"type":"event","topic":"orders","data":null}`),
+		record("m3", alertsARN, `CPU > 90%`),
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Summary{Accepted: 3}, sum); diff != "" {
+		t.Errorf("summary (-want +got):\n%s", diff)
+	}
+	m1 := messageJSON("orders", 1, "m1", `{"id":1,"note":"<b>&"}`)
+	m2 := messageJSON("orders", 2, "m2", `null`)
+	m3 := messageJSON("alerts", 1, "m3", `"CPU > 90%"`)
+	for id, want := range map[string][]string{
+		"sess-warning": {updatedJSON("orders"), updatedJSON("orders")},
+		"sess-default": {updatedJSON("orders"), m1, updatedJSON("orders"), m2, updatedJSON("alerts"), m3},
+		"sess-info":    {updatedJSON("orders"), m1, updatedJSON("orders"), m2},
+		"sess-alerts":  {updatedJSON("alerts"), m3},
+		"sess-none":    nil,
+	} {
+		if diff := cmp.Diff(want, stream(t, st, id)); diff != "" {
+			t.Errorf("%s stream (-want +got):\n%s", id, diff)
+		}
+	}
+	for _, s := range stream(t, st, "sess-default") {
+		if !json.Valid([]byte(s)) {
+			t.Errorf("notification is not JSON: %s", s)
+		}
+	}
+}
+
+// faultyStore fails chosen calls of a real store.
+type faultyStore struct {
+	notify.Store
+	failAppend map[string]bool // session ids whose Append fails
+	ghosts     []string        // listed by Subscribers, but no such session
+}
+
+var errInjected = errors.New("injected failure")
+
+func (s *faultyStore) Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *notify.AppendOptions) (int64, bool, error) {
+	if s.failAppend[sessionID] {
+		return 0, false, errInjected
+	}
+	return s.Store.Append(ctx, sessionID, streamID, data, opts)
+}
+
+func (s *faultyStore) Subscribers(ctx context.Context, uri string) ([]string, error) {
+	ids, err := s.Store.Subscribers(ctx, uri)
+	return append(s.ghosts, ids...), err
+}
+
+func TestHandleRetryCompletesFanOut(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	faulty := &faultyStore{Store: st, failAppend: map[string]bool{"sess-a": true}, ghosts: []string{"sess-0-gone"}}
+	var logs bytes.Buffer
+	in := New(faulty, &Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	newSession(t, st, "sess-a", "", "orders")
+	newSession(t, st, "sess-b", "", "orders")
+	newSession(t, st, "sess-c", "warning", "orders")
+
+	batch := snsEvent(record("m1", ordersARN, `{"type":"event","topic":"orders","data":"x"}`))
+	sum, err := in.Handle(ctx, batch)
+	if err == nil || !strings.Contains(err.Error(), "m1") {
+		t.Fatalf("Handle error = %v, want one naming m1", err)
+	}
+	if sum.Rejected != 1 || len(sum.Errors) != 1 || !strings.Contains(sum.Errors[0], "sess-a") || !strings.Contains(sum.Errors[0], errInjected.Error()) {
+		t.Errorf("summary = %+v, want m1 rejected for sess-a", sum)
+	}
+	if !strings.Contains(logs.String(), `"session":"sess-a"`) {
+		t.Errorf("the failed session is not logged:\n%s", logs.String())
+	}
+	// The event is stored, and the sessions after the failing one got it.
+	want := []string{updatedJSON("orders"), messageJSON("orders", 1, "m1", `"x"`)}
+	if got := stream(t, st, "sess-a"); len(got) != 0 {
+		t.Errorf("sess-a stream = %q, want empty", got)
+	}
+	if diff := cmp.Diff(want, stream(t, st, "sess-b")); diff != "" {
+		t.Errorf("sess-b stream (-want +got):\n%s", diff)
+	}
+
+	// SNS retries once the fault is gone: the fan-out completes, without
+	// a second copy anywhere.
+	faulty.failAppend = nil
+	for range 2 {
+		sum, err = in.Handle(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(Summary{Duplicates: 1}, sum); diff != "" {
+			t.Errorf("retry summary (-want +got):\n%s", diff)
+		}
+	}
+	for id, want := range map[string][]string{
+		"sess-a": want,
+		"sess-b": want,
+		"sess-c": {updatedJSON("orders")},
+	} {
+		if diff := cmp.Diff(want, stream(t, st, id)); diff != "" {
+			t.Errorf("%s stream after retry (-want +got):\n%s", id, diff)
+		}
+	}
+	if got := topicEvents(t, st, "orders"); len(got) != 1 {
+		t.Errorf("orders has %d events, want 1", len(got))
+	}
+}
+
+func TestEventNotificationsOversizePayload(t *testing.T) {
+	ev := &notify.TopicEvent{Topic: "orders", Seq: 7, MessageID: "m7", ReceivedAt: t0,
+		Data: json.RawMessage(`"` + strings.Repeat("a", notify.MaxItemBytes-2) + `"`)}
+	got, err := EventNotifications(ev, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{updatedJSON("orders"),
+		`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"events/orders",` +
+			`"data":{"topic":"orders","sequence":7,"messageId":"m7","receivedAt":"2026-11-22T10:30:00.123456789Z","payloadOmitted":true}}}`}
+	var gotS []string
+	for _, b := range got {
+		gotS = append(gotS, string(b))
+	}
+	if diff := cmp.Diff(want, gotS); diff != "" {
+		t.Errorf("notifications (-want +got):\n%s", diff)
+	}
+}

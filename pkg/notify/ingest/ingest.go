@@ -1,0 +1,150 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// Options configure an Ingester. A nil *Options means the defaults.
+type Options struct {
+	// Logger receives one record per SNS record (JSON in Lambda). Log
+	// records carry message ids, topics and errors, never message bodies.
+	// Nil discards.
+	Logger *slog.Logger
+	// Now is the clock, used for a record without a Timestamp. Nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// Ingester applies SNS events to a notify.Store. It keeps no state between
+// calls and is safe for concurrent use.
+type Ingester struct {
+	store  notify.Store
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// New returns an Ingester that writes to store.
+func New(store notify.Store, opts *Options) *Ingester {
+	if opts == nil {
+		opts = &Options{}
+	}
+	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now}
+	if in.logger == nil {
+		in.logger = slog.New(slog.DiscardHandler)
+	}
+	if in.now == nil {
+		in.now = time.Now
+	}
+	return in
+}
+
+// Summary counts what Handle did with the records of one SNS event.
+// Accepted + Duplicates + Rejected is the number of records.
+type Summary struct {
+	// Accepted records were stored now: a new topic event, or a registry
+	// change applied.
+	Accepted int `json:"accepted"`
+	// Duplicates were stored by an earlier delivery of the same MessageId
+	// and changed nothing now (an event's fan-out is still completed).
+	Duplicates int `json:"duplicates"`
+	// Rejected records failed: refused by Parse (nothing of them is
+	// stored), or a store or fan-out error (a retry completes them).
+	Rejected int `json:"rejected"`
+	// Errors has one "<MessageId>: <error>" line per rejected record.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Handle processes every record of ev, in order, and returns what it did.
+// A failing record does not stop the others. If any record was rejected,
+// Handle also returns an error naming the rejected MessageIds: in Lambda
+// that fails the invocation, so that SNS delivers the event again (the
+// records that went through are then duplicates) and, after its retries,
+// sends it to the dead-letter queue.
+func (in *Ingester) Handle(ctx context.Context, ev events.SNSEvent) (Summary, error) {
+	var (
+		sum      Summary
+		rejected []string
+	)
+	for i := range ev.Records {
+		sns := &ev.Records[i].SNS
+		dup, err := in.handle(ctx, sns)
+		switch {
+		case err != nil:
+			sum.Rejected++
+			id := sns.MessageID
+			if id == "" {
+				id = fmt.Sprintf("Records[%d]", i)
+			}
+			rejected = append(rejected, id)
+			sum.Errors = append(sum.Errors, id+": "+err.Error())
+		case dup:
+			sum.Duplicates++
+		default:
+			sum.Accepted++
+		}
+	}
+	in.logger.LogAttrs(ctx, slog.LevelInfo, "SNS event processed",
+		slog.Int("records", len(ev.Records)), slog.Int("accepted", sum.Accepted),
+		slog.Int("duplicates", sum.Duplicates), slog.Int("rejected", sum.Rejected))
+	if len(rejected) > 0 {
+		return sum, fmt.Errorf("ingest: %d of %d SNS records rejected: %s", len(rejected), len(ev.Records), strings.Join(rejected, ", "))
+	}
+	return sum, nil
+}
+
+// handle processes one record and reports whether it was a duplicate.
+// Errors are logged here.
+func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup bool, err error) {
+	attrs := []slog.Attr{slog.String("messageId", sns.MessageID), slog.String("topicArn", sns.TopicArn)}
+	defer func() {
+		if err != nil {
+			in.logger.LogAttrs(ctx, slog.LevelError, "SNS record rejected", append(attrs, slog.String("err", err.Error()))...)
+		}
+	}()
+	if sns.MessageID == "" {
+		return false, invalidf("MessageId", "empty")
+	}
+	msg, err := Parse(sns.TopicArn, sns.Message)
+	if err != nil {
+		return false, err
+	}
+	switch msg.Type {
+	case TypeEvent:
+		attrs = append(attrs, slog.String("topic", msg.Topic))
+		received := sns.Timestamp
+		if received.IsZero() {
+			received = in.now()
+		}
+		ev, created, err := in.store.AppendTopicEvent(ctx, msg.Topic, sns.MessageID, received, msg.Data)
+		if err != nil {
+			return false, err
+		}
+		attrs = append(attrs, slog.Int64("seq", ev.Seq), slog.Bool("duplicate", !created))
+		n, err := in.fanOut(ctx, &ev)
+		attrs = append(attrs, slog.Int("sessions", n))
+		if err != nil {
+			return false, err
+		}
+		in.logger.LogAttrs(ctx, slog.LevelInfo, "event stored", attrs...)
+		return !created, nil
+
+	case TypeRegistry:
+		attrs = append(attrs, slog.String("registry", msg.Registry), slog.String("op", msg.Op), slog.Int("items", len(msg.Items)))
+		reg, applied, err := in.store.ApplyRegistry(ctx, msg.Registry, msg.Op, msg.Items, sns.MessageID)
+		if err != nil {
+			return false, err
+		}
+		attrs = append(attrs, slog.String("hash", reg.Hash), slog.Bool("duplicate", !applied))
+		in.logger.LogAttrs(ctx, slog.LevelInfo, "registry changed", attrs...)
+		return !applied, nil
+	}
+	return false, errors.New("ingest: unreachable: message type " + msg.Type)
+}

@@ -1,0 +1,451 @@
+package ingest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// Prompt is a prompts registry item: a prompt template. In the text of a
+// message, {{arg}} stands for the value of argument arg. Only Name is
+// required.
+type Prompt struct {
+	Name        string           `json:"name"`
+	Title       string           `json:"title,omitempty"`
+	Description string           `json:"description,omitempty"`
+	Arguments   []PromptArgument `json:"arguments,omitempty"`
+	Messages    []PromptMessage  `json:"messages,omitempty"`
+}
+
+// PromptArgument is one argument of a Prompt. Only Name is required;
+// names are unique within a prompt.
+type PromptArgument struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required,omitempty"`
+}
+
+// PromptMessage is one message of a Prompt. Role is "user" or
+// "assistant"; empty means "user".
+type PromptMessage struct {
+	Role string `json:"role,omitempty"`
+	Text string `json:"text,omitempty"`
+}
+
+// Resource is a resources registry item: a static resource. URI (an
+// absolute URI, not in the events: scheme, which belongs to topic logs)
+// and Name are required; Text and Blob (standard base64) exclude each
+// other. On delete only URI is required.
+type Resource struct {
+	URI         string  `json:"uri"`
+	Name        string  `json:"name,omitempty"`
+	Description string  `json:"description,omitempty"`
+	MIMEType    string  `json:"mimeType,omitempty"`
+	Text        *string `json:"text,omitempty"`
+	Blob        *string `json:"blob,omitempty"`
+}
+
+// Tool is a tools registry item: it enables, disables or re-describes a
+// built-in tool (session_info, topics_list, events_recent, events_wait).
+// Only Name is required; a nil Enabled leaves the tool enabled and an
+// empty Description keeps the built-in one.
+type Tool struct {
+	Name        string `json:"name"`
+	Enabled     *bool  `json:"enabled,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// BuiltinTools are the tools a tools registry item may name: mcpush's
+// built-in tools (package internal/builtin registers them under these
+// names).
+var BuiltinTools = []string{"events_recent", "events_wait", "session_info", "topics_list"}
+
+func isBuiltinTool(name string) bool { return slices.Contains(BuiltinTools, name) }
+
+var (
+	registryFields = []string{"type", "registry", "op", "items"}
+	promptFields   = []string{"name", "title", "description", "arguments", "messages"}
+	argumentFields = []string{"name", "description", "required"}
+	messageFields  = []string{"role", "text"}
+	resourceFields = []string{"uri", "name", "description", "mimeType", "text", "blob"}
+	toolFields     = []string{"name", "enabled", "description"}
+)
+
+// parseRegistry parses {"type":"registry","registry":...,"op":...,"items":[...]}.
+func parseRegistry(members []member) (*Message, error) {
+	var (
+		kind, op *string
+		items    json.RawMessage
+		err      error
+	)
+	for _, m := range members {
+		switch m.name {
+		case "type":
+		case "registry":
+			if kind, err = optString(m.value, "registry"); err != nil {
+				return nil, err
+			}
+		case "op":
+			if op, err = optString(m.value, "op"); err != nil {
+				return nil, err
+			}
+		case "items":
+			items = m.value
+		default:
+			return nil, unknownField("", m.name, registryFields)
+		}
+	}
+	switch {
+	case kind == nil:
+		return nil, invalidf("registry", "required")
+	case !notify.ValidRegistry(*kind):
+		return nil, invalidf("registry", `unknown registry %s (want "tools", "resources" or "prompts")`, quote(*kind))
+	case op == nil:
+		return nil, invalidf("op", "required")
+	}
+	switch *op {
+	case notify.OpPut, notify.OpDelete, notify.OpReplace:
+	default:
+		return nil, invalidf("op", `unknown op %s (want "put", "delete" or "replace")`, quote(*op))
+	}
+	if items == nil || isNull(items) {
+		return nil, invalidf("items", "required (an empty array clears the registry with op replace)")
+	}
+	elems, err := decodeArray(items, "items")
+	if err != nil {
+		return nil, err
+	}
+	if len(elems) == 0 && *op != notify.OpReplace {
+		return nil, invalidf("items", "empty: op %s needs at least one item", *op)
+	}
+
+	var parse func(members []member, path, op string) (key string, item any, err error)
+	switch *kind {
+	case notify.RegistryPrompts:
+		parse = parsePrompt
+	case notify.RegistryResources:
+		parse = parseResource
+	default:
+		parse = parseTool
+	}
+	out := make(map[string]json.RawMessage, len(elems))
+	first := make(map[string]int, len(elems))
+	size := 2 // {}
+	for i, e := range elems {
+		path := index("items", i)
+		ms, err := decodeObject(e, path)
+		if err != nil {
+			return nil, err
+		}
+		key, item, err := parse(ms, path, *op)
+		if err != nil {
+			return nil, err
+		}
+		if j, dup := first[key]; dup {
+			return nil, invalidf(path, "duplicate key %s (also items[%d])", quote(key), j)
+		}
+		first[key] = i
+		b, err := marshal(item)
+		if err != nil {
+			return nil, invalidf(path, "%v", err)
+		}
+		out[key] = b
+		kb, _ := marshal(key)
+		size += len(kb) + 1 + len(b) + 1 // "key":item,
+		if size > notify.MaxItemBytes {
+			return nil, tooLarge("items", fmt.Sprintf("the encoding of items[0] to items[%d]", i), size)
+		}
+	}
+	return &Message{Type: TypeRegistry, Registry: *kind, Op: *op, Items: out}, nil
+}
+
+// requireName decodes a required, non-empty name at path.
+func requireName(s *string, path string) (string, error) {
+	if s == nil {
+		return "", invalidf(path, "required")
+	}
+	if *s == "" {
+		return "", invalidf(path, "must not be empty")
+	}
+	return *s, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// parsePrompt validates a prompts item and returns its name and canonical form.
+func parsePrompt(members []member, path, _ string) (string, any, error) {
+	var (
+		p    Prompt
+		name *string
+		s    *string
+		err  error
+	)
+	for _, m := range members {
+		mp := join(path, m.name)
+		switch m.name {
+		case "name":
+			name, err = optString(m.value, mp)
+		case "title":
+			s, err = optString(m.value, mp)
+			p.Title = deref(s)
+		case "description":
+			s, err = optString(m.value, mp)
+			p.Description = deref(s)
+		case "arguments":
+			p.Arguments, err = parseArguments(m.value, mp)
+		case "messages":
+			p.Messages, err = parsePromptMessages(m.value, mp)
+		default:
+			err = unknownField(path, m.name, promptFields)
+		}
+		if err != nil {
+			return "", nil, err
+		}
+	}
+	if p.Name, err = requireName(name, join(path, "name")); err != nil {
+		return "", nil, err
+	}
+	return p.Name, &p, nil
+}
+
+// parseArguments validates the arguments of a prompt: null or an array of
+// arguments with distinct names.
+func parseArguments(raw json.RawMessage, path string) ([]PromptArgument, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	elems, err := decodeArray(raw, path)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		args  []PromptArgument
+		first = make(map[string]int, len(elems))
+	)
+	for i, e := range elems {
+		a, err := parseArgument(e, index(path, i))
+		if err != nil {
+			return nil, err
+		}
+		if j, dup := first[a.Name]; dup {
+			return nil, invalidf(index(path, i)+".name", "duplicate argument %s (also arguments[%d])", quote(a.Name), j)
+		}
+		first[a.Name] = i
+		args = append(args, a)
+	}
+	return args, nil
+}
+
+// parsePromptMessages validates the messages of a prompt: null or an array.
+func parsePromptMessages(raw json.RawMessage, path string) ([]PromptMessage, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	elems, err := decodeArray(raw, path)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []PromptMessage
+	for i, e := range elems {
+		msg, err := parsePromptMessage(e, index(path, i))
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, msg)
+	}
+	return msgs, nil
+}
+
+func parseArgument(raw json.RawMessage, path string) (PromptArgument, error) {
+	var a PromptArgument
+	members, err := decodeObject(raw, path)
+	if err != nil {
+		return a, err
+	}
+	var name *string
+	for _, m := range members {
+		mp := join(path, m.name)
+		switch m.name {
+		case "name":
+			name, err = optString(m.value, mp)
+		case "description":
+			var s *string
+			s, err = optString(m.value, mp)
+			a.Description = deref(s)
+		case "required":
+			var b *bool
+			b, err = optBool(m.value, mp)
+			a.Required = b != nil && *b
+		default:
+			err = unknownField(path, m.name, argumentFields)
+		}
+		if err != nil {
+			return a, err
+		}
+	}
+	a.Name, err = requireName(name, join(path, "name"))
+	return a, err
+}
+
+func parsePromptMessage(raw json.RawMessage, path string) (PromptMessage, error) {
+	var msg PromptMessage
+	members, err := decodeObject(raw, path)
+	if err != nil {
+		return msg, err
+	}
+	for _, m := range members {
+		mp := join(path, m.name)
+		var s *string
+		switch m.name {
+		case "role":
+			if s, err = optString(m.value, mp); err == nil {
+				switch msg.Role = deref(s); msg.Role {
+				case "", "user", "assistant":
+				default:
+					err = invalidf(mp, `unknown role %s (want "user" or "assistant")`, quote(msg.Role))
+				}
+			}
+		case "text":
+			s, err = optString(m.value, mp)
+			msg.Text = deref(s)
+		default:
+			err = unknownField(path, m.name, messageFields)
+		}
+		if err != nil {
+			return msg, err
+		}
+	}
+	return msg, nil
+}
+
+// parseResource validates a resources item and returns its URI and canonical form.
+func parseResource(members []member, path, op string) (string, any, error) {
+	var (
+		r         Resource
+		uri, name *string
+		err       error
+		s         *string
+	)
+	for _, m := range members {
+		mp := join(path, m.name)
+		switch m.name {
+		case "uri":
+			uri, err = optString(m.value, mp)
+		case "name":
+			name, err = optString(m.value, mp)
+		case "description":
+			s, err = optString(m.value, mp)
+			r.Description = deref(s)
+		case "mimeType":
+			if s, err = optString(m.value, mp); err == nil && s != nil {
+				r.MIMEType = *s
+				err = checkMIMEType(*s, mp)
+			}
+		case "text":
+			r.Text, err = optString(m.value, mp)
+		case "blob":
+			if s, err = optString(m.value, mp); err == nil && s != nil {
+				var b []byte
+				if b, err = base64.StdEncoding.Strict().DecodeString(*s); err != nil {
+					err = invalidf(mp, "not standard base64 (RFC 4648, with padding): %v", err)
+				} else {
+					canon := base64.StdEncoding.EncodeToString(b)
+					r.Blob = &canon
+				}
+			}
+		default:
+			err = unknownField(path, m.name, resourceFields)
+		}
+		if err != nil {
+			return "", nil, err
+		}
+	}
+	if r.URI, err = requireName(uri, join(path, "uri")); err != nil {
+		return "", nil, err
+	}
+	if err := checkResourceURI(r.URI, join(path, "uri")); err != nil {
+		return "", nil, err
+	}
+	if op != notify.OpDelete {
+		if r.Name, err = requireName(name, join(path, "name")); err != nil {
+			return "", nil, err
+		}
+	} else {
+		r.Name = deref(name)
+	}
+	if r.Text != nil && r.Blob != nil {
+		return "", nil, invalidf(path, "has both text and blob (a resource has one or the other)")
+	}
+	return r.URI, &r, nil
+}
+
+func checkResourceURI(uri, path string) error {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return invalidf(path, "%s is not a URI: %v", quote(uri), errors.Unwrap(err))
+	}
+	if !u.IsAbs() {
+		return invalidf(path, "%s is not an absolute URI (want a scheme, as in file:///a.txt or https://example.com/a)", quote(uri))
+	}
+	if strings.EqualFold(u.Scheme, "events") {
+		return invalidf(path, "%s: the events: scheme is reserved for topic logs (events://{topic})", quote(uri))
+	}
+	return nil
+}
+
+func checkMIMEType(v, path string) error {
+	mt, _, err := mime.ParseMediaType(v)
+	if err != nil {
+		return invalidf(path, "%s is not a media type: %v", quote(v), err)
+	}
+	if typ, sub, ok := strings.Cut(mt, "/"); !ok || typ == "" || sub == "" {
+		return invalidf(path, "%s is not a media type (want type/subtype, as in text/plain)", quote(v))
+	}
+	return nil
+}
+
+// parseTool validates a tools item and returns its name and canonical form.
+func parseTool(members []member, path, _ string) (string, any, error) {
+	var (
+		t    Tool
+		name *string
+		err  error
+	)
+	for _, m := range members {
+		mp := join(path, m.name)
+		switch m.name {
+		case "name":
+			name, err = optString(m.value, mp)
+		case "enabled":
+			t.Enabled, err = optBool(m.value, mp)
+		case "description":
+			var s *string
+			s, err = optString(m.value, mp)
+			t.Description = deref(s)
+		default:
+			err = unknownField(path, m.name, toolFields)
+		}
+		if err != nil {
+			return "", nil, err
+		}
+	}
+	if t.Name, err = requireName(name, join(path, "name")); err != nil {
+		return "", nil, err
+	}
+	if !isBuiltinTool(t.Name) {
+		return "", nil, invalidf(join(path, "name"), "unknown tool %s (a registry item may only change a built-in tool: %s)", quote(t.Name), strings.Join(BuiltinTools, ", "))
+	}
+	return t.Name, &t, nil
+}
