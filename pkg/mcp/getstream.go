@@ -113,8 +113,8 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 		}
 		evs, err := store.ReadEvents(ctx, ss.ID(), stream, after, readBatch)
 		if err != nil {
-			if ctx.Err() != nil {
-				return
+			if ctx.Err() != nil || errors.Is(err, notify.ErrNotFound) {
+				return // the client left, or the session was deleted
 			}
 			h.srv.log.WarnContext(ctx, "reading stream log", "session", ss.ID(), "stream", stream, "err", err)
 		}

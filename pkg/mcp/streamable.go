@@ -392,6 +392,7 @@ func (h *StreamableHandler) serveRequest(w http.ResponseWriter, r *http.Request,
 			// The stream was closed with retry: before the request ended;
 			// the request goes on and logs its response for the client
 			// to resume with Last-Event-ID.
+			go func() { out.finish(ctx, <-done) }()
 			return
 		}
 	}
