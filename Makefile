@@ -1,0 +1,87 @@
+# mcpush — a thin Makefile. `make test` is what CI runs (.ci/run).
+#
+#   make run          serve http://127.0.0.1:8080/mcp on the SQLite store
+#   make test         install test dependencies, vet, check gofmt, run every test
+#   make build        Lambda binaries: build/<function>/bootstrap (linux/arm64)
+#   make lint         vet, gofmt check, staticcheck
+#   make bench        benchmarks (not timed tests)
+#   make conformance  only the MCP conformance tests, verbosely
+#   make deps         Node.js test dependencies (npm ci, once) and Go modules
+
+GO      ?= go
+NPM     ?= npm
+GOFMT   := $(shell $(GO) env GOROOT)/bin/gofmt
+
+# -race on by default; `make conformance RACE=` runs without it.
+RACE      ?= -race
+TESTFLAGS ?=
+BENCHTIME ?= 2s
+STATICCHECK_VERSION := v0.8.2
+
+FUNCTIONS := mcp sns-ingest
+
+NODE_DIR   := test/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed
+
+# Tests find Node 22, the conformance suites and the TypeScript SDK here.
+export MCPUSH_NODE_DIR := $(CURDIR)/$(NODE_DIR)
+
+.PHONY: run build deps test vet fmt-check lint bench conformance clean
+
+run:
+	@mkdir -p .mcpush
+	$(GO) run ./functions/mcp
+
+# One Lambda function as a linux/arm64 `bootstrap`: $(LAMBDA_GO) -o OUT ./functions/NAME
+LAMBDA_GO := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
+
+build:
+	@set -e; for f in $(FUNCTIONS); do \
+		if [ -d functions/$$f ]; then \
+			echo "$(LAMBDA_GO) -o build/$$f/bootstrap ./functions/$$f"; \
+			$(LAMBDA_GO) -o build/$$f/bootstrap ./functions/$$f; \
+		else \
+			echo "skipping functions/$$f: not there yet"; \
+		fi; \
+	done
+
+deps: $(NODE_STAMP)
+	$(GO) mod download
+
+# npm ci only when the lock changed or node_modules is gone.
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	$(NPM) ci --prefix $(NODE_DIR) --no-audit --no-fund
+	@touch $@
+
+test: deps vet fmt-check
+	$(GO) test $(RACE) -count=1 -timeout 40m $(TESTFLAGS) ./...
+
+vet:
+	$(GO) vet ./...
+
+# Fails listing the files gofmt would change.
+fmt-check:
+	@files=$$(find . -name '*.go' -not -path './test/node/*' -not -path './build/*' -not -path './.git/*' -print); \
+	bad=$$($(GOFMT) -l $$files); \
+	if [ -n "$$bad" ]; then echo "gofmt -w needed on:"; echo "$$bad"; exit 1; fi
+
+lint: vet fmt-check
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime=$(BENCHTIME) -count=1 $(TESTFLAGS) ./...
+
+conformance: deps
+	$(GO) test $(RACE) -count=1 -timeout 40m -v -run '^TestConformance' $(TESTFLAGS) ./internal/e2e/
+
+clean:
+	rm -rf build
+
+# SAM (template.yaml, BuildMethod: makefile): `sam build` runs
+# `make build-<LogicalId>` with ARTIFACTS_DIR set.
+.PHONY: build-McpFunction build-IngestFunction
+build-McpFunction:
+	$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ./functions/mcp
+
+build-IngestFunction:
+	$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sns-ingest

