@@ -1,5 +1,7 @@
 // Command mcp serves MCP over Streamable HTTP. Outside Lambda it runs a
-// local HTTP server (MCPUSH_ADDR, default 127.0.0.1:8080) at /mcp.
+// local HTTP server (MCPUSH_ADDR, default 127.0.0.1:8080) at /mcp. In
+// Lambda (AWS_LAMBDA_RUNTIME_API is set) it serves a Function URL or an
+// HTTP API instead; see lambda.go and docs/lambda.md.
 //
 // It only wires: it reads the environment, opens the store, builds the
 // server and serves it. See the README for the environment variables.
@@ -28,9 +30,20 @@ import (
 var version = "dev"
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	if err := run(logger); err != nil {
+	var logger *slog.Logger
+	runtimeAPI := os.Getenv("AWS_LAMBDA_RUNTIME_API")
+	if runtimeAPI == "" {
+		logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	} else {
+		logger = slog.New(requestIDHandler{slog.NewJSONHandler(os.Stdout, nil)})
+	}
+	if err := run(logger, runtimeAPI); err != nil {
 		logger.Error("mcp server failed", "err", err)
+		if runtimeAPI != "" {
+			if rerr := reportInitError(runtimeAPI, err); rerr != nil {
+				logger.Error("reporting the init error", "err", rerr)
+			}
+		}
 		os.Exit(1)
 	}
 }
@@ -52,12 +65,32 @@ func splitList(s string) []string {
 	return out
 }
 
-func run(logger *slog.Logger) error {
+// durationEnv reads a Go duration ("5s") from the environment; unset is 0.
+func durationEnv(name string) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q: want a duration such as 5s or 10m", name, v)
+	}
+	return d, nil
+}
+
+// run serves until a signal; in Lambda (runtimeAPI set) until the sandbox
+// ends.
+func run(logger *slog.Logger, runtimeAPI string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
 	addr := getenv("MCPUSH_ADDR", "127.0.0.1:8080")
 	spec := getenv("MCPUSH_STORE", storeconfig.DefaultSpec)
+	if runtimeAPI != "" && os.Getenv("MCPUSH_STORE") == "" {
+		// A SQLite file would be private to one sandbox: sessions would
+		// not survive the next instance.
+		return errors.New("MCPUSH_STORE is not set: in Lambda set MCPUSH_STORE=dynamodb:TABLE (template.yaml does)")
+	}
 	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{CreateTable: os.Getenv("MCPUSH_CREATE_TABLE") == "1"})
 	if err != nil {
 		return err
@@ -77,6 +110,26 @@ func run(logger *slog.Logger) error {
 	builtin.Register(srv, store, nil)
 	if fixtures == "conformance" {
 		conformance.Register(srv)
+	}
+
+	if runtimeAPI != "" {
+		maxGET, err := durationEnv("MCPUSH_MAX_GET_STREAM")
+		if err != nil {
+			return err
+		}
+		lopts := &lambdaOptions{
+			Mode:           getenv("MCPUSH_LAMBDA_MODE", modeStream),
+			Auth:           getenv("MCPUSH_AUTH", authIAM),
+			AllowedHosts:   splitList(os.Getenv("MCPUSH_ALLOWED_HOSTS")),
+			AllowedOrigins: splitList(os.Getenv("MCPUSH_ALLOWED_ORIGINS")),
+			MaxGETStream:   maxGET,
+		}
+		h, err := newLambdaHandler(srv, logger, lopts)
+		if err != nil {
+			return err
+		}
+		logger.Info("serving MCP in Lambda", "mode", lopts.Mode, "auth", lopts.Auth, "store", spec)
+		h.start() // never returns
 	}
 
 	host, _, err := net.SplitHostPort(addr)
