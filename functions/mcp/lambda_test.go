@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-lambda-go/lambdaurl"
+	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+)
+
+// In-process tests of the Lambda glue: the handler is driven through
+// lambdaurl.Wrap and httpadapter, as lambda.Start would, without a
+// runtime. lambda_invoke_test.go runs the real binaries.
+
+// newTestHandler returns a lambdaHandler in mode whose routes are those of
+// mux (nil: the real ones), and the buffer its logs go to.
+func newTestHandler(t *testing.T, mode string, mux *http.ServeMux) (*lambdaHandler, *bytes.Buffer) {
+	t.Helper()
+	return newTestHandlerOpts(t, &lambdaOptions{Mode: mode, Auth: authIAM}, mux)
+}
+
+func newTestHandlerOpts(t *testing.T, opts *lambdaOptions, mux *http.ServeMux) (*lambdaHandler, *bytes.Buffer) {
+	t.Helper()
+	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "mcpush.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	var logs bytes.Buffer
+	logger := slog.New(requestIDHandler{slog.NewJSONHandler(&logs, nil)})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: "test"}, store, &mcp.ServerOptions{Logger: logger})
+	h, err := newLambdaHandler(srv, logger, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	if mux != nil {
+		h.mux = mux
+	}
+	return h, &logs
+}
+
+// serve runs one request through the adapter of mode and returns the
+// status, headers and body the caller would see.
+func serve(t *testing.T, h *lambdaHandler, method, path string, header map[string]string, iamARN string) (int, map[string]string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
+	if h.mode == modeStream {
+		ev := &events.LambdaFunctionURLRequest{
+			RawPath: path, Headers: header,
+			RequestContext: events.LambdaFunctionURLRequestContext{
+				DomainName: "x.lambda-url.us-east-1.on.aws",
+				HTTP:       events.LambdaFunctionURLRequestContextHTTPDescription{Method: method, Path: path},
+			},
+		}
+		if iamARN != "" {
+			ev.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{
+				IAM: &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{UserARN: iamARN},
+			}
+		}
+		resp, err := lambdaurl.Wrap(h)(ctx, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, resp.Headers, string(body)
+	}
+	ev := events.APIGatewayV2HTTPRequest{
+		RawPath: path, Headers: header,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			DomainName: "x.execute-api.us-east-1.amazonaws.com",
+			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path},
+		},
+	}
+	if iamARN != "" {
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: iamARN},
+		}
+	}
+	resp, err := httpadapter.NewV2(h).ProxyWithContext(ctx, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Headers, resp.Body
+}
+
+var modes = []string{modeStream, modeBuffered}
+
+func TestPanicBecomes500(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/early", func(w http.ResponseWriter, r *http.Request) { panic("early") })
+	mux.HandleFunc("/late", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte("data: 1\n\n"))
+		panic("late")
+	})
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			h, logs := newTestHandler(t, mode, mux)
+			code, _, body := serve(t, h, "POST", "/early", nil, "")
+			if code != http.StatusInternalServerError || !strings.Contains(body, `"code":-32603`) {
+				t.Errorf("panic before the headers: %d %q, want 500 with a JSON-RPC internal error", code, body)
+			}
+			// After the headers, the response ends where it was.
+			code, _, body = serve(t, h, "POST", "/late", nil, "")
+			if code != http.StatusOK || body != "data: 1\n\n" {
+				t.Errorf("panic after the headers: %d %q", code, body)
+			}
+			if n := strings.Count(logs.String(), `"msg":"panic serving request"`); n != 2 {
+				t.Errorf("%d panic log records, want 2:\n%s", n, logs)
+			}
+			if !strings.Contains(logs.String(), `"requestId":"req-1"`) {
+				t.Errorf("log records without the Lambda request id:\n%s", logs)
+			}
+		})
+	}
+}
+
+func TestIAMPrincipal(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/whoami", func(w http.ResponseWriter, r *http.Request) {
+		p, err := iamAuthenticator{}.Authenticate(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		io.WriteString(w, p)
+	})
+	const arn = "arn:aws:sts::123456789012:assumed-role/ops/alice"
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			h, _ := newTestHandler(t, mode, mux)
+			if code, _, body := serve(t, h, "GET", "/whoami", nil, arn); code != 200 || body != arn {
+				t.Errorf("signed: %d %q, want %q", code, body, arn)
+			}
+			if code, _, body := serve(t, h, "GET", "/whoami", nil, ""); code != http.StatusUnauthorized {
+				t.Errorf("unsigned: %d %q, want 401", code, body)
+			}
+		})
+	}
+}
+
+func TestBufferedJoinsHeaders(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/accept", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Header.Get("Accept")) })
+	h, _ := newTestHandler(t, modeBuffered, mux)
+	// httpadapter splits "a, b" into two values; pkg/mcp reads one.
+	_, _, body := serve(t, h, "GET", "/accept", map[string]string{"accept": "application/json, text/event-stream"}, "")
+	if body != "application/json, text/event-stream" {
+		t.Errorf("Accept = %q", body)
+	}
+}
+
+// TestBufferedPollEndsWithRetry: a buffered GET with nothing to deliver
+// returns after the poll window, ending with retry:.
+func TestBufferedPollEndsWithRetry(t *testing.T) {
+	h, _ := newTestHandlerOpts(t, &lambdaOptions{Mode: modeBuffered, MaxGETStream: 300 * time.Millisecond}, nil)
+	const arn = "arn:aws:iam::123456789012:user/alice"
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	session := initialize(t, h, init, arn)
+	start := time.Now()
+	code, hdr, body := serve(t, h, "GET", "/mcp", map[string]string{"accept": "text/event-stream", "mcp-session-id": session}, arn)
+	if code != 200 || !strings.HasPrefix(hdr["Content-Type"], "text/event-stream") {
+		t.Fatalf("GET: %d %v %q", code, hdr, body)
+	}
+	// 2025-06-18 has no priming event: the retry: comes from servePoll.
+	if !strings.HasSuffix(body, "retry: 1000\n\n") {
+		t.Errorf("body %q does not end with retry:", body)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("GET took %v with a 300ms window", took)
+	}
+}
+
+func initialize(t *testing.T, h *lambdaHandler, body, arn string) string {
+	t.Helper()
+	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-init"})
+	resp, err := httpadapter.NewV2(h).ProxyWithContext(ctx, events.APIGatewayV2HTTPRequest{
+		RawPath: "/mcp", Body: body,
+		Headers: map[string]string{"accept": "application/json, text/event-stream", "content-type": "application/json"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/mcp"},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{IAM: &events.APIGatewayV2HTTPRequestContextAuthorizerIAMDescription{UserARN: arn}},
+		},
+	})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("initialize: %v %d %s", err, resp.StatusCode, resp.Body)
+	}
+	var m struct{ Result json.RawMessage }
+	if json.Unmarshal([]byte(resp.Body), &m) != nil || m.Result == nil {
+		t.Fatalf("initialize: %s", resp.Body)
+	}
+	return resp.Headers["Mcp-Session-Id"]
+}
+
+func TestIsMessageEvent(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"id: s.1\ndata: {\"jsonrpc\":\"2.0\"}\n\n", true},
+		{"data: {\"jsonrpc\":\"2.0\"}\n\n", true},
+		{"id: s.0\nretry: 1000\ndata: \n\n", false},
+		{": keepalive\n\n", false},
+		{"retry: 1000\n\n", false},
+	} {
+		if got := isMessageEvent([]byte(tc.in)); got != tc.want {
+			t.Errorf("isMessageEvent(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
