@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -165,7 +166,7 @@ func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, 
 	defer close(done)
 	go s.watchCancel(ctx, ss.ID(), key, s.opts.Now(), cancel, done)
 
-	result, err := s.dispatch(ctx, ss, m)
+	result, err := s.safeDispatch(ctx, ss, m)
 	if c.progress != nil {
 		c.progress.flush()
 	}
@@ -210,6 +211,19 @@ func (s *Server) watchCancel(ctx context.Context, sessionID, key string, started
 		}
 		t.Reset(interval)
 	}
+}
+
+// safeDispatch runs dispatch and turns a panicking handler into an
+// internal error, so one bad tool cannot take the process (or a Lambda
+// sandbox) down with every other session's requests.
+func (s *Server) safeDispatch(ctx context.Context, ss *ServerSession, m *Message) (result any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.ErrorContext(ctx, "handler panicked", "session", ss.ID(), "method", m.Method, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			result, err = nil, Errorf(CodeInternalError, "internal error: the %s handler panicked", m.Method)
+		}
+	}()
+	return s.dispatch(ctx, ss, m)
 }
 
 // dispatch runs a request's method.

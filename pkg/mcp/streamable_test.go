@@ -59,6 +59,7 @@ func newCluster(t *testing.T, n int, opts ...func(*mcp.ServerOptions)) *cluster 
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "model said " + string(res.Content)}}}, nil, nil
 		})
+		srv.AddTool(&mcp.Tool{Name: "panic"}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { panic("boom") })
 		h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, MaxBodyBytes: 1 << 16, RetryInterval: 50 * time.Millisecond})
 		ts := httptest.NewServer(h)
 		t.Cleanup(func() { ts.Close(); h.Close(); store.Close() })
@@ -371,5 +372,23 @@ func TestGetStreamTakeover(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the first GET stream did not end after a second one took over")
+	}
+}
+
+func TestToolPanicIsInternalError(t *testing.T) {
+	c := newCluster(t, 1, func(o *mcp.ServerOptions) {})
+	sid := initialize(t, c.urls[0], "2025-11-25")
+	r := post(t, c.urls[0], sid, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"panic","arguments":{}}}`)
+	defer r.Body.Close()
+	var m mcp.Message
+	json.NewDecoder(r.Body).Decode(&m)
+	if m.Error == nil || m.Error.Code != mcp.CodeInternalError || !strings.Contains(m.Error.Message, "panicked") {
+		t.Fatalf("a panicking tool gave %+v, want an internal error", m)
+	}
+	// The process still serves.
+	r2 := post(t, c.urls[0], sid, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	r2.Body.Close()
+	if r2.StatusCode != 200 {
+		t.Fatalf("ping after a panic: %d", r2.StatusCode)
 	}
 }
