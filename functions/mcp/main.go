@@ -99,6 +99,18 @@ func run(logger *slog.Logger, runtimeAPI string) error {
 
 	fixtures := os.Getenv("MCPUSH_FIXTURES")
 	opts := &mcp.ServerOptions{Logger: logger, DynamicRegistries: true}
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{
+		{"MCPUSH_POLL_INTERVAL", &opts.PollInterval},
+		{"MCPUSH_REGISTRY_REFRESH", &opts.RegistryRefresh},
+		{"MCPUSH_SESSION_TTL", &opts.SessionIdleTimeout},
+	} {
+		if *d.dst, err = durationEnv(d.name); err != nil {
+			return err
+		}
+	}
 	switch fixtures {
 	case "":
 	case "conformance":
@@ -107,7 +119,7 @@ func run(logger *slog.Logger, runtimeAPI string) error {
 		return fmt.Errorf("MCPUSH_FIXTURES=%q: the only fixture set is \"conformance\"", fixtures)
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: version}, store, opts)
-	builtin.Register(srv, store, nil)
+	builtin.Register(srv, store, &builtin.Options{PollInterval: opts.PollInterval})
 	if fixtures == "conformance" {
 		conformance.Register(srv)
 	}
