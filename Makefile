@@ -33,7 +33,7 @@ run:
 	$(GO) run ./functions/mcp
 
 # One Lambda function as a linux/arm64 `bootstrap`: $(LAMBDA_GO) -o OUT ./functions/NAME
-LAMBDA_GO := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w'
+LAMBDA_GO := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc,nosqlite -trimpath -ldflags='-s -w'
 
 build:
 	@set -e; for f in $(FUNCTIONS); do \

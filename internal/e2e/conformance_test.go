@@ -19,20 +19,7 @@ const (
 )
 
 // testStores are the stores the conformance tests run on.
-//
-// TODO(lead): add a DynamoDB store on moto_server (internal/moto), e.g.
-//
-//	Store{Name: "dynamodb", Env: func(t testing.TB) []string {
-//		return []string{"MCPUSH_STORE=dynamodb:" + aFreshTableName,
-//			"AWS_ENDPOINT_URL_DYNAMODB=" + moto.Start(t), "MCPUSH_CREATE_TABLE=1",
-//			"AWS_REGION=" + moto.Region, "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test"}
-//	}}
-//
-// and call moto.Stop() in TestMain after m.Run. StartCluster starts the
-// processes concurrently, so they race to create the table.
-func testStores() []Store {
-	return []Store{SQLiteStore()}
-}
+func testStores() []Store { return Stores() }
 
 // serverEnv configures every server process: the store's environment, the
 // conformance suite's fixtures, and readiness by GET /healthz.

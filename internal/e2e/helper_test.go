@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mcpush/mcpush/internal/moto"
 	"net/http"
 	"os"
 	"os/signal"
@@ -20,7 +21,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("E2E_HELPER") == "server" {
 		os.Exit(helperServer())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	moto.Stop()
+	os.Exit(code)
 }
 
 // helperOptions returns cluster options that run the helper server with

@@ -1,0 +1,13 @@
+//go:build nosqlite
+
+package storeconfig
+
+import (
+	"errors"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+func openSQLite(path string) (notify.Store, error) {
+	return nil, errors.New("this build has no SQLite store (built with the nosqlite tag, as the Lambda binaries are): use MCPUSH_STORE=dynamodb:TABLE")
+}

@@ -1,0 +1,595 @@
+// Package dynamostore implements notify.Store on one DynamoDB table with
+// string keys pk and sk and the TTL attribute expiresAt.
+//
+// # Table layout
+//
+// Every id that becomes part of a key is escaped ('%' and '#' as %25 and
+// %23) so that '#' separates key parts unambiguously; a part longer than
+// 400 bytes is replaced by "%h" and its SHA-256, so that any id fits in
+// DynamoDB's key limits (the original is kept in an attribute where a
+// reader needs it).
+//
+//	pk              sk                  item
+//	S#<session>     #                   session (profile, version, notified hashes, delivered)
+//	S#<session>     #u#<uri>            subscription of the session to uri
+//	S#<session>     h#<stream>          stream head: last sequence number
+//	S#<session>     e#<stream>#<seq>    event (seq zero-padded to 20 digits)
+//	S#<session>     i#<key>             Append idempotency key
+//	S#<session>     m#<key>             mailbox message
+//	U#<uri>         <session>           subscriber index entry
+//	T               <topic>             topic head: last seq, updated time
+//	T#<topic>       <seq>               topic event
+//	T#<topic>       m#<message id>      topic message id (idempotency)
+//	R               <kind>              registry items and hash
+//	R               #hashes             every registry's hash, for RegistryHashes
+//	R               m#<kind>#<msg id>   registry message id (idempotency)
+//
+// Everything a session owns shares its partition, so DeleteSession finds it
+// with one Query; the session item and its subscriptions share the sk prefix
+// "#", so GetSession is one Query.
+//
+// # Expiry
+//
+// Items that expire carry exp (Unix nanoseconds; readers and conditions
+// compare it with Options.Now) and expiresAt (Unix seconds, rounded up; for
+// DynamoDB's TTL, which deletes items up to days late). Readers ignore
+// expired items. Stream heads (so that sequence numbers never restart),
+// subscriptions and registries do not expire: they go with their session
+// (DeleteSession, or CreateSession replacing an expired session), or live
+// forever. When DynamoDB's TTL removes an expired session item that nobody
+// deleted, its heads and subscription markers stay behind, small and
+// unread (session ids are random and never reused); Subscribers deletes
+// the index entries of such sessions when it meets them.
+//
+// # Requests
+//
+// Per call, in the common case: CreateSession one write (PutItem, or one
+// TransactWriteItems with subscriptions); GetSession one Query; Append one
+// TransactWriteItems (one more per lost race); ReadEvents one BatchGetItem
+// when nothing or up to three events are new, else one more Query;
+// UpdateSession, MarkDelivered, PutMessage, Subscribe, Unsubscribe,
+// AppendTopicEvent one write each; GetMessage, ReadTopicEvents, Topics,
+// GetRegistry, RegistryHashes one read each; Subscribers one Query and one
+// BatchGetItem per 100 subscribers; ApplyRegistry one GetItem and one
+// TransactWriteItems; DeleteSession one UpdateItem, one Query, one
+// BatchWriteItem per 25 items and one DeleteItem. Counter counts them.
+//
+// # Atomicity and retries
+//
+// Every operation that can race is one conditional write or one
+// TransactWriteItems. Sequence numbers come from a head item updated with
+// the condition "seq = the value I assumed", in the same transaction as the
+// events, so they are gap-free; the assumed value comes from a per-Store
+// cache and, after a lost race, from the cancelled transaction's
+// ReturnValuesOnConditionCheckFailure, so a warm Append is one request.
+//
+// Every conditional write also stores a random token of the call that
+// made it. When the SDK retries a write whose first attempt reached DynamoDB
+// but whose response was lost, the retry fails its condition against the
+// call's own earlier write; the token tells that apart from a real conflict,
+// so the call reports success (for Append, after at most one extra read).
+// An error therefore means the SDK gave up (throttling, 5xx, network,
+// context); the write may or may not have happened, as with any database.
+// Callers that need exactly-once Append pass an IdempotencyKey and retry.
+//
+// SDK errors are returned wrapped, never as notify sentinels.
+package dynamostore
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// API is the part of *dynamodb.Client that a Store uses. Tests and servers
+// inject a client (or a wrapper such as Counter) through it.
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+var _ API = (*dynamodb.Client)(nil)
+
+// Defaults for Options.
+const (
+	DefaultEventTTL      = 24 * time.Hour
+	DefaultTopicEventTTL = 7 * 24 * time.Hour
+)
+
+// Options configures a Store. The zero value (or a nil *Options) gives the
+// defaults.
+type Options struct {
+	// Now returns the current time. It decides session expiry and the
+	// expiry of stored items. Nil means time.Now.
+	Now func() time.Time
+	// EventTTL is how long stream-log events, mailbox messages and
+	// idempotency keys (of Append and of ApplyRegistry) are kept.
+	// Zero means DefaultEventTTL.
+	EventTTL time.Duration
+	// TopicEventTTL is how long topic events, with the message ids that
+	// make AppendTopicEvent idempotent, are kept. Zero means
+	// DefaultTopicEventTTL.
+	TopicEventTTL time.Duration
+}
+
+// Store is a notify.Store on one DynamoDB table.
+//
+// A Store is safe for concurrent use by many goroutines, and any number of
+// Stores, in one process or many, may share a table. It does not own the
+// client; Close does nothing.
+type Store struct {
+	api      API
+	table    *string
+	now      func() time.Time
+	eventTTL time.Duration
+	topicTTL time.Duration
+
+	// seqs caches the last known sequence number of stream and topic
+	// heads, so that a warm Append guesses the head right the first time.
+	// A wrong guess costs one more request, never correctness.
+	seqs seqCache
+	// writers queues this Store's own writers of one head (stream, topic,
+	// registry), so that they do not race each other through DynamoDB:
+	// only writers in other processes (or other Stores) do.
+	writers keyedMutex
+}
+
+var _ notify.Store = (*Store)(nil)
+
+// New returns a Store on table through api. The table must exist (see
+// CreateTable). A nil opts means the defaults.
+func New(api API, table string, opts *Options) *Store {
+	if opts == nil {
+		opts = &Options{}
+	}
+	s := &Store{
+		api:      api,
+		table:    aws.String(table),
+		now:      opts.Now,
+		eventTTL: opts.EventTTL,
+		topicTTL: opts.TopicEventTTL,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.eventTTL <= 0 {
+		s.eventTTL = DefaultEventTTL
+	}
+	if s.topicTTL <= 0 {
+		s.topicTTL = DefaultTopicEventTTL
+	}
+	return s
+}
+
+// Close implements notify.Store. It does nothing: the client belongs to the
+// caller.
+func (s *Store) Close() error { return nil }
+
+// Attribute names.
+const (
+	attrPK        = "pk"
+	attrSK        = "sk"
+	attrExpiresAt = "expiresAt" // TTL, Unix seconds
+	attrExp       = "exp"       // precise expiry, Unix nanoseconds
+	attrTok       = "tok"       // token of the call that wrote the item
+	attrData      = "d"
+	attrSeq       = "seq"
+)
+
+// Key parts.
+const (
+	metaSK     = "#"
+	markerPref = "#u#"
+	topicsPK   = "T"
+	registryPK = "R"
+	hashesSK   = "#hashes"
+	maxKeyPart = 400
+)
+
+var keyEscaper = strings.NewReplacer("%", "%25", "#", "%23")
+
+// part escapes s for use in a key, hashing it when long.
+func part(s string) string {
+	e := keyEscaper.Replace(s)
+	if len(e) > maxKeyPart {
+		sum := sha256.Sum256([]byte(s))
+		return "%h" + hex.EncodeToString(sum[:])
+	}
+	return e
+}
+
+func pad(seq int64) string { return fmt.Sprintf("%020d", seq) }
+
+func sessPK(id string) string                 { return "S#" + part(id) }
+func markerSK(uri string) string              { return markerPref + part(uri) }
+func headSK(stream string) string             { return "h#" + part(stream) }
+func eventSK(stream string, seq int64) string { return "e#" + part(stream) + "#" + pad(seq) }
+func idemSK(key string) string                { return "i#" + part(key) }
+func msgSK(key string) string                 { return "m#" + part(key) }
+func subPK(uri string) string                 { return "U#" + part(uri) }
+func topicPK(topic string) string             { return "T#" + part(topic) }
+func topicMsgSK(id string) string             { return "m#" + part(id) }
+func regMsgSK(kind, id string) string         { return "m#" + kind + "#" + part(id) }
+
+// item is one DynamoDB item.
+type item = map[string]types.AttributeValue
+
+func key(pk, sk string) item {
+	return item{attrPK: avS(pk), attrSK: avS(sk)}
+}
+
+func avS(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func avN(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+func avB(v []byte) types.AttributeValue {
+	if v == nil {
+		v = []byte{}
+	}
+	return &types.AttributeValueMemberB{Value: v}
+}
+func avBool(v bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{Value: v} }
+
+func getS(it item, name string) string {
+	if v, ok := it[name].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func getN(it item, name string) int64 {
+	if v, ok := it[name].(*types.AttributeValueMemberN); ok {
+		n, err := strconv.ParseInt(v.Value, 10, 64)
+		if err == nil {
+			return n
+		}
+	}
+	return 0
+}
+
+// getB returns a binary attribute, nil when absent and non-nil when
+// present (even if empty).
+func getB(it item, name string) []byte {
+	if v, ok := it[name].(*types.AttributeValueMemberB); ok {
+		if v.Value == nil {
+			return []byte{}
+		}
+		return v.Value
+	}
+	return nil
+}
+
+func getBool(it item, name string) bool {
+	v, ok := it[name].(*types.AttributeValueMemberBOOL)
+	return ok && v.Value
+}
+
+// live reports whether an item exists and has not expired at now (Unix
+// nanoseconds). Items without exp never expire.
+func live(it item, now int64) bool {
+	if len(it) == 0 {
+		return false
+	}
+	if _, ok := it[attrExp]; !ok {
+		return true
+	}
+	return getN(it, attrExp) > now
+}
+
+// expiry returns the exp and expiresAt attributes for an item that expires
+// at t.
+func expiry(t time.Time) (exp, ttl types.AttributeValue) {
+	n := toNanos(t)
+	secs := n / 1e9
+	if n%1e9 > 0 {
+		secs++
+	}
+	return avN(n), avN(secs)
+}
+
+func setExpiry(it item, t time.Time) item {
+	it[attrExp], it[attrExpiresAt] = expiry(t)
+	return it
+}
+
+// Times are stored as Unix nanoseconds; the zero time.Time as 0 (absent).
+// Times outside the range of int64 nanoseconds are clamped.
+var (
+	minNanoTime = time.Unix(0, math.MinInt64+1)
+	maxNanoTime = time.Unix(0, math.MaxInt64)
+)
+
+func toNanos(t time.Time) int64 {
+	switch {
+	case t.IsZero():
+		return 0
+	case t.Before(minNanoTime):
+		return math.MinInt64 + 1
+	case t.After(maxNanoTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// newToken returns a random token identifying one call's writes.
+func newToken() string {
+	var b [16]byte
+	crand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// attempts counts the HTTP attempts the SDK makes for one call, so that a
+// failed condition can be recognised as possibly caused by the call's own
+// earlier attempt. Clients that are not *dynamodb.Client ignore it and
+// count nothing.
+type attempts struct{ n atomic.Int32 }
+
+func (a *attempts) option(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+		return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("mcpushCountAttempts",
+			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				a.n.Add(1)
+				return next.HandleFinalize(ctx, in)
+			}), middleware.After)
+	})
+}
+
+// retried reports whether the SDK sent the request more than once.
+func (a *attempts) retried() bool { return a.n.Load() > 1 }
+
+// Cancellation reason codes of TransactWriteItems.
+const (
+	reasonNone        = "None"
+	reasonCondition   = "ConditionalCheckFailed"
+	reasonConflict    = "TransactionConflict"
+	reasonThrottling  = "ThrottlingError"
+	reasonProvisioned = "ProvisionedThroughputExceeded"
+)
+
+// cancellation is a TransactionCanceledException's reasons, by item.
+type cancellation []types.CancellationReason
+
+// asCancellation returns the reasons of a cancelled transaction.
+func asCancellation(err error) (cancellation, bool) {
+	var tc *types.TransactionCanceledException
+	if !errors.As(err, &tc) {
+		return nil, false
+	}
+	return cancellation(tc.CancellationReasons), true
+}
+
+// failed reports whether item i failed its condition, and its old value.
+func (c cancellation) failed(i int) (bool, item) {
+	if i >= len(c) {
+		return false, nil
+	}
+	return aws.ToString(c[i].Code) == reasonCondition, c[i].Item
+}
+
+// transient reports whether the transaction was cancelled only by
+// conflicts with other transactions or by throttling (worth retrying), as
+// opposed to a failed condition or a validation error.
+func (c cancellation) transient() bool {
+	seen := false
+	for _, r := range c {
+		switch aws.ToString(r.Code) {
+		case "", reasonNone:
+		case reasonConflict, reasonThrottling, reasonProvisioned:
+			seen = true
+		default:
+			return false
+		}
+	}
+	return seen
+}
+
+// conditionFailedErr returns a ConditionalCheckFailedException's old item.
+func conditionFailed(err error) (bool, item) {
+	var cf *types.ConditionalCheckFailedException
+	if !errors.As(err, &cf) {
+		return false, nil
+	}
+	return true, cf.Item
+}
+
+// backoff sleeps before retry number n (from 1) of a lost race.
+func backoff(ctx context.Context, n int) error {
+	d := time.Duration(1<<min(n, 6)) * time.Millisecond
+	d = d/2 + rand.N(d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// maxRaces bounds the retries of one call after lost races. A writer that
+// lost a race to a counter (stream head, topic head, registry version)
+// retries at once from the value the cancelled transaction returned; after
+// ten losses in a row it sleeps a few milliseconds between tries.
+const maxRaces = 500
+
+// seqCache remembers the last sequence number seen per head.
+type seqCache struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func (c *seqCache) get(k string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}
+
+func (c *seqCache) set(k string, v int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= 10000 {
+		c.m = make(map[string]int64)
+	}
+	c.m[k] = v
+}
+
+func (c *seqCache) forget(prefix string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.m {
+		if strings.HasPrefix(k, prefix) {
+			delete(c.m, k)
+		}
+	}
+}
+
+// keyedMutex is a set of mutexes by key, created on demand.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	ch   chan struct{} // holds a token while locked
+	refs int           // holders and waiters
+}
+
+// lock locks k's mutex, or gives up when ctx is done. On success the
+// caller must call the returned unlock.
+func (km *keyedMutex) lock(ctx context.Context, k string) (unlock func(), err error) {
+	km.mu.Lock()
+	if km.m == nil {
+		km.m = make(map[string]*keyedEntry)
+	}
+	e := km.m[k]
+	if e == nil {
+		e = &keyedEntry{ch: make(chan struct{}, 1)}
+		km.m[k] = e
+	}
+	e.refs++
+	km.mu.Unlock()
+	release := func() {
+		km.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(km.m, k)
+		}
+		km.mu.Unlock()
+	}
+	select {
+	case e.ch <- struct{}{}:
+		return func() { <-e.ch; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
+}
+
+// wrap adds context to a non-nil *errp, keeping it inspectable with
+// errors.Is and errors.As.
+func wrap(errp *error, format string, args ...any) {
+	if *errp != nil {
+		*errp = fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), *errp)
+	}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", notify.ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+func tooLarge(what string, n, limit int) error {
+	return fmt.Errorf("%w: %s is %d bytes, limit %d", notify.ErrTooLarge, what, n, limit)
+}
+
+// consistent is ConsistentRead: every read in this package is strongly
+// consistent, because another instance may have written just before.
+var consistent = aws.Bool(true)
+
+// batchGet reads keys (at most 100) with strongly consistent reads,
+// retrying unprocessed keys. It returns the items found.
+func (s *Store) batchGet(ctx context.Context, keys []item, projection string, names map[string]string) ([]item, error) {
+	var out []item
+	for n := 0; len(keys) > 0; n++ {
+		if n > 0 {
+			if err := backoff(ctx, n); err != nil {
+				return nil, err
+			}
+		}
+		ka := types.KeysAndAttributes{Keys: keys, ConsistentRead: consistent}
+		if projection != "" {
+			ka.ProjectionExpression = aws.String(projection)
+			ka.ExpressionAttributeNames = names
+		}
+		res, err := s.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+			RequestItems: map[string]types.KeysAndAttributes{*s.table: ka},
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, res.Responses[*s.table]...)
+		keys = res.UnprocessedKeys[*s.table].Keys
+		if n > maxRaces {
+			return nil, errors.New("BatchGetItem: keys left unprocessed")
+		}
+	}
+	return out, nil
+}
+
+// batchDelete deletes keys, 25 per request, retrying unprocessed ones.
+func (s *Store) batchDelete(ctx context.Context, keys []item) error {
+	for len(keys) > 0 {
+		chunk := keys[:min(25, len(keys))]
+		keys = keys[len(chunk):]
+		reqs := make([]types.WriteRequest, len(chunk))
+		for i, k := range chunk {
+			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}}
+		}
+		for n := 0; len(reqs) > 0; n++ {
+			if n > 0 {
+				if err := backoff(ctx, n); err != nil {
+					return err
+				}
+				if n > maxRaces {
+					return errors.New("BatchWriteItem: items left unprocessed")
+				}
+			}
+			res, err := s.api.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+				RequestItems: map[string][]types.WriteRequest{*s.table: reqs},
+			})
+			if err != nil {
+				return err
+			}
+			reqs = res.UnprocessedItems[*s.table]
+		}
+	}
+	return nil
+}
