@@ -22,14 +22,19 @@
 // returns is therefore a small proxy in this process that forwards one
 // request at a time per table to moto_server, which makes every request
 // atomic, as DynamoDB's are. Concurrency tests against it are meaningful;
-// throughput figures are not (moto also copies a whole table for every
-// transaction, so transactions slow down as a table grows: keep test tables
-// small, one per test).
+// throughput figures are not.
+//
+// moto also copies every table a transaction names before running it, so
+// that transactions slow down as tables grow. Start makes moto_server load
+// python/sitecustomize.py, which narrows that copy to the items the
+// transaction names (equivalent under the proxy's one-request-per-table
+// rule). Tests should still use small tables, one per test.
 package moto
 
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,8 +43,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -49,6 +56,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
+
+// sitecustomize makes moto's transactions cost what they touch rather than
+// what their tables hold; see the file.
+//
+//go:embed python/sitecustomize.py
+var sitecustomize []byte
 
 // Command is the program Start runs.
 const Command = "moto_server"
@@ -69,6 +82,7 @@ var server struct {
 	missing  bool       // moto_server is not on PATH
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed when cmd has exited
+	pyDir    string        // holds sitecustomize.py
 	proxy    *http.Server
 }
 
@@ -134,6 +148,19 @@ func launch() (string, error) {
 	}
 	// A free port can be taken by someone else between our probe and
 	// moto_server's bind; try a few ports before giving up.
+	// moto copies every table a transaction names, to undo the
+	// transaction if it is cancelled, which makes transactions slow down
+	// as tables grow; sitecustomize.py makes the copy cover only the items
+	// the transaction names.
+	dir, err := os.MkdirTemp("", "moto-python-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sitecustomize.py"), sitecustomize, 0o644); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	server.pyDir = dir
 	var lastErr error
 	for range 3 {
 		port, err := freePort()
@@ -163,6 +190,8 @@ func freePort() (int, error) {
 func runMoto(path string, port int) (string, error) {
 	var logs bytes.Buffer
 	cmd := exec.Command(path, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+strings.Join(slices.DeleteFunc(
+		[]string{server.pyDir, os.Getenv("PYTHONPATH")}, func(s string) bool { return s == "" }), string(os.PathListSeparator)))
 	out := &lockedWriter{w: &logs}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group, so Stop can end anything moto_server spawns, and a
@@ -232,6 +261,10 @@ func Stop() {
 	if server.cmd != nil {
 		kill(server.cmd, server.exited)
 		server.cmd = nil
+	}
+	if server.pyDir != "" {
+		os.RemoveAll(server.pyDir)
+		server.pyDir = ""
 	}
 	server.started = true
 	server.endpoint = ""

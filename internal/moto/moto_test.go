@@ -193,6 +193,25 @@ func TestFeatures(t *testing.T) {
 		t.Errorf("GetItem(first event) = %v, %v", res, err)
 	}
 
+	// A cancelled transaction writes nothing, even when its first items
+	// passed their conditions (moto runs them in order and rolls back).
+	_, err = c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(table), Item: map[string]types.AttributeValue{"pk": s("s"), "sk": s("h#x"), "seq": n(99)}}},
+		{Put: &types.Put{TableName: aws.String(table), Item: k("s", "new")}},
+		{ConditionCheck: &types.ConditionCheck{TableName: aws.String(table), Key: k("none", "#"),
+			ConditionExpression: aws.String("attribute_exists(pk)")}},
+	}})
+	if !errors.As(err, &tc) {
+		t.Fatalf("transaction with a failing check: got %v, want TransactionCanceledException", err)
+	}
+	head, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: k("s", "h#x"), ConsistentRead: aws.Bool(true)})
+	if v, ok := head.Item["seq"].(*types.AttributeValueMemberN); err != nil || !ok || v.Value != "1" {
+		t.Errorf("after a cancelled transaction: head = %v, %v; want seq 1", head.Item, err)
+	}
+	if res, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: k("s", "new"), ConsistentRead: aws.Bool(true)}); err != nil || len(res.Item) != 0 {
+		t.Errorf("after a cancelled transaction: new item = %v, %v; want none", res.Item, err)
+	}
+
 	// A condition check on a missing item fails with an empty old item.
 	_, err = c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{ConditionCheck: &types.ConditionCheck{TableName: aws.String(table), Key: k("none", "#"),
