@@ -57,28 +57,52 @@ var listChangedMethod = map[string]string{
 	notify.RegistryPrompts:   "notifications/prompts/list_changed",
 }
 
-// registryCache holds this process's copy of the dynamic registries. It
-// re-reads the hashes at most once per RegistryRefresh (one store read
-// for all kinds, shared by every request and stream of the process) and
-// the items of a kind only when its hash changed. Safe for concurrent use;
-// the mutex also makes concurrent refreshes wait for one read.
+// registryCache holds this process's copy of the dynamic registries. Once
+// it has the hashes, a request never waits for them: when they are older
+// than RegistryRefresh, one background read renews them (one store read
+// for all kinds, shared by every request and stream of the process), and
+// the items of a kind are read only when its hash changed. Safe for
+// concurrent use.
 type registryCache struct {
-	mu      sync.Mutex
-	fetched time.Time
-	hashes  map[string]string
-	regs    map[string]*notify.Registry
+	mu         sync.Mutex
+	fetched    time.Time
+	hashes     map[string]string
+	regs       map[string]*notify.Registry
+	refreshing bool
 }
 
-// registryHashes returns the current hashes, from the cache when it is
-// fresh enough, or read from the store when fresh is set.
+// registryHashes returns the current hashes: read from the store when
+// fresh is set or nothing is cached yet, otherwise the cached ones,
+// renewed in the background when they are stale.
 func (s *Server) registryHashes(ctx context.Context, fresh bool) (map[string]string, error) {
 	c := &s.regs
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !fresh && c.hashes != nil && s.opts.Now().Sub(c.fetched) < s.opts.RegistryRefresh {
-		return c.hashes, nil
+	if !fresh && c.hashes != nil {
+		h := c.hashes
+		if s.opts.Now().Sub(c.fetched) >= s.opts.RegistryRefresh && !c.refreshing {
+			c.refreshing = true
+			go func() {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				defer cancel()
+				if _, err := s.readRegistryHashes(ctx); err != nil {
+					s.log.WarnContext(ctx, "refreshing registry hashes", "err", err)
+				}
+			}()
+		}
+		c.mu.Unlock()
+		return h, nil
 	}
+	c.mu.Unlock()
+	return s.readRegistryHashes(ctx)
+}
+
+// readRegistryHashes reads the hashes from the store into the cache.
+func (s *Server) readRegistryHashes(ctx context.Context) (map[string]string, error) {
+	c := &s.regs
 	h, err := s.store.RegistryHashes(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refreshing = false
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,11 @@ const MaxItemBytes = 350 * 1024
 // transaction holds at most 100 items, a few of which are bookkeeping).
 const MaxAppendBatch = 25
 
+// MaxAppendBytes is the most bytes of data one Append may carry in all
+// (a DynamoDB transaction holds at most 4 MB, the session item included);
+// a larger Append is ErrTooLarge and stores nothing.
+const MaxAppendBytes = 3 << 20
+
 // ValidRegistry reports whether kind names a registry.
 func ValidRegistry(kind string) bool {
 	switch kind {

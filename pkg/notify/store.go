@@ -110,7 +110,8 @@ type Registry struct {
 // an empty id, key or topic is ErrInvalid, on reads too; a limit < 1 is
 // ErrInvalid; an Append with no data is ErrInvalid; each value is limited
 // to MaxItemBytes (ErrTooLarge), and one Append carries at most
-// MaxAppendBatch values; Subscribe, MarkDelivered, conditional Appends and
+// MaxAppendBatch values (ErrInvalid) and MaxAppendBytes in all
+// (ErrTooLarge); Subscribe, MarkDelivered, conditional Appends and
 // PutMessage leave Session.Version alone, so they never make a profile
 // update conflict; a message id counts once per topic (AppendTopicEvent)
 // or per registry kind (ApplyRegistry) for as long as the store keeps it
@@ -140,7 +141,8 @@ type Store interface {
 	// condition is (0, false, nil).
 	Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *AppendOptions) (lastSeq int64, appended bool, err error)
 	// ReadEvents returns up to limit events of (session, stream) with
-	// Seq > after, in order. One read.
+	// Seq > after, in order; ErrNotFound when the session is gone. One
+	// read when there is little or nothing new (an idle stream's poll).
 	ReadEvents(ctx context.Context, sessionID, streamID string, after int64, limit int) ([]Event, error)
 	// MarkDelivered records that GET-stream events up to seq were written to
 	// a client; it never moves Session.Delivered backwards.

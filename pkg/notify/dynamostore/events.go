@@ -19,7 +19,7 @@ import (
 // event item besides its data.
 const (
 	maxTransactBytes = 4 << 20
-	maxAppendBytes   = maxTransactBytes - notify.MaxItemBytes - 64<<10
+	maxAppendBytes   = notify.MaxAppendBytes
 	eventOverhead    = 1 << 10
 )
 
@@ -33,9 +33,9 @@ const (
 //
 // An empty data or one of more than notify.MaxAppendBatch events is
 // refused with notify.ErrInvalid, an event over notify.MaxItemBytes with
-// notify.ErrTooLarge. So is an Append of more than about 3.6 MB in all
-// (more than ten events of notify.MaxItemBytes): one DynamoDB transaction
-// holds at most 4 MB, the session item included.
+// notify.ErrTooLarge. So is an Append of more than notify.MaxAppendBytes
+// in all: one DynamoDB transaction holds at most 4 MB, the session item
+// included.
 func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *notify.AppendOptions) (lastSeq int64, appended bool, err error) {
 	defer wrap(&err, "dynamostore: Append(%q, %q)", sessionID, streamID)
 	if sessionID == "" {

@@ -27,10 +27,15 @@ func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][
 	if len(data) > notify.MaxAppendBatch {
 		return 0, false, invalid("%d events in one append (at most %d)", len(data), notify.MaxAppendBatch)
 	}
+	total := 0
 	for i, d := range data {
 		if len(d) > notify.MaxItemBytes {
 			return 0, false, tooLarge(fmt.Sprintf("event %d", i), len(d))
 		}
+		total += len(d)
+	}
+	if total > notify.MaxAppendBytes {
+		return 0, false, fmt.Errorf("%w: one Append of %d bytes in all (at most %d)", notify.ErrTooLarge, total, notify.MaxAppendBytes)
 	}
 	var (
 		key string

@@ -188,6 +188,15 @@ func testTooLarge(t *testing.T, s *suite) {
 		NotifiedHash: &notify.HashCAS{Registry: notify.RegistryTools, Old: "", New: "h"}}); !errors.Is(err, notify.ErrTooLarge) {
 		t.Errorf("Append(big event, with conditions): got %v, want ErrTooLarge", err)
 	}
+	// A batch of events each within MaxItemBytes but over MaxAppendBytes
+	// in all is refused whole.
+	var many [][]byte
+	for n := 0; n <= notify.MaxAppendBytes; n += len(max) {
+		many = append(many, max)
+	}
+	if _, _, err := st.Append(ctx, "s1", "s", many, nil); !errors.Is(err, notify.ErrTooLarge) {
+		t.Errorf("Append(%d events of MaxItemBytes): got %v, want ErrTooLarge", len(many), err)
+	}
 	if evs := readEvents(t, st, "s1", "s", 0, 10); len(evs) != 0 {
 		t.Errorf("after ErrTooLarge: %d events stored", len(evs))
 	}
