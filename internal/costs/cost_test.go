@@ -1,0 +1,214 @@
+package costs
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/mcpush/mcpush/internal/builtin"
+	"github.com/mcpush/mcpush/internal/moto"
+	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	moto.Stop()
+	os.Exit(code)
+}
+
+// backend is a store with a request tally.
+type backend struct {
+	name  string
+	store notify.Store
+	tally *tally
+	unit  string // what one counted request is
+}
+
+func backends(tb testing.TB) []backend {
+	sq, err := sqlitestore.New(filepath.Join(tb.TempDir(), "costs.db"), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { sq.Close() })
+	st := newTally(storeRead)
+
+	endpoint := moto.Start(tb)
+	dt := newTally(dynamoRead)
+	table := fmt.Sprintf("costs-%d", time.Now().UnixNano())
+	plain := moto.NewClient(context.Background(), endpoint)
+	if err := dynamostore.CreateTable(context.Background(), plain, table); err != nil {
+		tb.Fatal(err)
+	}
+	counted := moto.NewClient(context.Background(), endpoint, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, dt.middleware)
+	})
+	return []backend{
+		{"sqlite", &countingStore{Store: sq, t: st}, st, "Store call"},
+		{"dynamodb", dynamostore.New(counted, table, nil), dt, "DynamoDB API call"},
+	}
+}
+
+const pollInterval = 100 * time.Millisecond
+
+// server serves the shipped configuration (dynamic registries, built-in
+// tools) on b's store. The registry refresh is long so that what is
+// counted is the requests' own cost; the refresh costs one read per
+// RegistryRefresh per process, in the background.
+func server(tb testing.TB, b backend) string {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: "costs"}, b.store, &mcp.ServerOptions{
+		DynamicRegistries: true,
+		RegistryRefresh:   time.Hour,
+		PollInterval:      pollInterval,
+	})
+	builtin.Register(srv, b.store, nil)
+	h := mcp.NewStreamableHandler(srv, nil)
+	ts := httptest.NewServer(h)
+	tb.Cleanup(func() { ts.Close(); h.Close() })
+	return ts.URL
+}
+
+func post(tb testing.TB, url, sid, body string) (string, []byte) {
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 || strings.Contains(string(b), `"error"`) {
+		tb.Fatalf("POST %s: %d %s", body, resp.StatusCode, b)
+	}
+	return resp.Header.Get("Mcp-Session-Id"), b
+}
+
+const (
+	initReq  = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"costs","version":"1"}}}`
+	initNote = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+	callReq  = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"session_info","arguments":{}}}`
+)
+
+type row struct {
+	what          string
+	reads, writes float64
+	detail        string
+}
+
+// TestCosts measures the store requests of the three operations the cost
+// targets name, on both stores, checks the targets and logs the table
+// that the README shows.
+func TestCosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts moto_server")
+	}
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			url := server(t, b)
+			var rows []row
+
+			// Creating a session: initialize and notifications/initialized.
+			b.tally.reset()
+			sid, _ := post(t, url, "", initReq)
+			post(t, url, sid, initNote)
+			r, w, d := b.tally.counts()
+			rows = append(rows, row{"create a session (initialize + initialized)", float64(r), float64(w), d})
+			if w > 2 {
+				t.Errorf("creating a session made %d writes (%s), want at most 2", w, d)
+			}
+
+			// A warm tools/call that emits no notification.
+			post(t, url, sid, callReq) // warm: the process has its registry copy
+			const calls = 20
+			b.tally.reset()
+			for range calls {
+				post(t, url, sid, callReq)
+			}
+			r, w, d = b.tally.counts()
+			rows = append(rows, row{"warm tools/call (per call)", float64(r) / calls, float64(w) / calls, d})
+			if r+w > calls || w > 0 {
+				t.Errorf("%d warm tools/call made %d reads and %d writes (%s); want at most 1 request and no writes each", calls, r, w, d)
+			}
+
+			// An idle GET stream of a session subscribed to many topics.
+			for i := range 10 {
+				post(t, url, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"resources/subscribe","params":{"uri":"events://topic%d"}}`, 10+i, i))
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Mcp-Session-Id", sid)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go io.Copy(io.Discard, bufio.NewReader(resp.Body))
+			time.Sleep(3 * pollInterval) // past the stream's setup
+			b.tally.reset()
+			const intervals = 20
+			time.Sleep(intervals * pollInterval)
+			r, w, d = b.tally.counts()
+			cancel()
+			resp.Body.Close()
+			rows = append(rows, row{"idle GET stream, 10 subscriptions (per poll interval)", float64(r) / intervals, float64(w) / intervals, d})
+			if r > intervals+1 || w > 0 {
+				t.Errorf("an idle stream made %d reads and %d writes in %d poll intervals (%s); want at most 1 read per interval and no writes", r, w, intervals, d)
+			}
+
+			var sb strings.Builder
+			fmt.Fprintf(&sb, "\n%s (counting each %s):\n| operation | reads | writes | requests |\n|---|---|---|---|\n", b.name, b.unit)
+			for _, r := range rows {
+				fmt.Fprintf(&sb, "| %s | %.2g | %.2g | %s |\n", r.what, r.reads, r.writes, r.detail)
+			}
+			t.Log(sb.String())
+		})
+	}
+}
+
+// BenchmarkToolsCallStores times a warm tools/call round trip over
+// loopback HTTP on each store (DynamoDB is moto_server on loopback) and
+// reports DynamoDB's ratio to SQLite.
+func BenchmarkToolsCallStores(b *testing.B) {
+	bs := backends(b)
+	type target struct{ url, sid string }
+	var ts []target
+	for _, be := range bs {
+		url := server(b, be)
+		sid, _ := post(b, url, "", initReq)
+		post(b, url, sid, initNote)
+		for range 20 {
+			post(b, url, sid, callReq)
+		}
+		ts = append(ts, target{url, sid})
+	}
+	elapsed := make([]time.Duration, len(ts))
+	b.ResetTimer()
+	for b.Loop() {
+		for i, tg := range ts {
+			t0 := time.Now()
+			post(b, tg.url, tg.sid, callReq)
+			elapsed[i] += time.Since(t0)
+		}
+	}
+	for i, be := range bs {
+		b.ReportMetric(float64(elapsed[i].Microseconds())/float64(b.N), be.name+"-µs/call")
+	}
+	b.ReportMetric(float64(elapsed[1])/float64(elapsed[0]), "dynamodb/sqlite")
+}
