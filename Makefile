@@ -25,6 +25,9 @@ NODE_STAMP := $(NODE_DIR)/node_modules/.installed
 
 # Tests find Node 22, the conformance suites and the TypeScript SDK here.
 export MCPUSH_NODE_DIR := $(CURDIR)/$(NODE_DIR)
+# Race-built binaries that tests start (servers, sns-ingest runs) would
+# otherwise sleep a second at every exit.
+export GORACE := atexit_sleep_ms=0
 
 .PHONY: run build deps test vet fmt-check lint bench conformance clean
 
