@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -80,6 +81,9 @@ func NewProxy(t testing.TB, backends ...string) *Proxy {
 			p.logf("  %s %s -> backend error: %v", r.Method, r.URL.Path, err)
 			w.WriteHeader(http.StatusBadGateway)
 		},
+		// A backend killed mid-response is expected here: into the
+		// proxy's own log with it, not the test's stderr.
+		ErrorLog: log.New(p.log, "proxy: ", log.Ltime|log.Lmicroseconds),
 	}
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
