@@ -12,16 +12,9 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// Limits of one Append, from DynamoDB's limits on one transaction: 100
-// items (notify.MaxAppendBatch events and three more items fit) and 4 MB
-// in all. The session item (up to notify.MaxItemBytes and a little) counts
-// towards the 4 MB; eventOverhead is a generous bound on the bytes of an
-// event item besides its data.
-const (
-	maxTransactBytes = 4 << 20
-	maxAppendBytes   = notify.MaxAppendBytes
-	eventOverhead    = 1 << 10
-)
+// One Append is one transaction: notify.MaxAppendBatch events and three
+// bookkeeping items fit DynamoDB's 100 items, and notify.MaxAppendBytes
+// plus the session item and the items' keys fit its 4 MB.
 
 // Append implements notify.Store with one TransactWriteItems in the common
 // case: the update of the stream head from the sequence number this Store
@@ -38,17 +31,8 @@ const (
 // included.
 func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *notify.AppendOptions) (lastSeq int64, appended bool, err error) {
 	defer wrap(&err, "dynamostore: Append(%q, %q)", sessionID, streamID)
-	if sessionID == "" {
-		return 0, false, invalid("empty session id")
-	}
-	if streamID == "" {
-		return 0, false, invalid("empty stream id")
-	}
-	if len(data) == 0 {
-		return 0, false, invalid("no events")
-	}
-	if len(data) > notify.MaxAppendBatch {
-		return 0, false, invalid("%d events in one append (at most %d)", len(data), notify.MaxAppendBatch)
+	if err := notify.CheckAppend(sessionID, streamID, data, opts); err != nil {
+		return 0, false, err
 	}
 	var (
 		idemKey string
@@ -56,19 +40,6 @@ func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][
 	)
 	if opts != nil {
 		idemKey, cas = opts.IdempotencyKey, opts.NotifiedHash
-		if cas != nil && !notify.ValidRegistry(cas.Registry) {
-			return 0, false, invalid("registry kind %q", cas.Registry)
-		}
-	}
-	total := 0
-	for i, d := range data {
-		if len(d) > notify.MaxItemBytes {
-			return 0, false, tooLarge(fmt.Sprintf("event %d", i), len(d), notify.MaxItemBytes)
-		}
-		total += len(d) + eventOverhead
-	}
-	if total > maxAppendBytes {
-		return 0, false, tooLarge("one Append", total, maxAppendBytes)
 	}
 
 	pk := sessPK(sessionID)

@@ -222,10 +222,12 @@ func TestAppendLimits(t *testing.T) {
 		wantErr error
 	}{
 		{"MaxAppendBatch+1 events", events(notify.MaxAppendBatch+1, 1), nil, 0, notify.ErrInvalid},
-		{"11 events of MaxItemBytes", events(11, notify.MaxItemBytes), nil, 0, notify.ErrTooLarge},
+		{"over MaxAppendBytes", events(notify.MaxAppendBytes/notify.MaxItemBytes+1, notify.MaxItemBytes), nil, 0, notify.ErrTooLarge},
 		{"MaxAppendBatch events", events(notify.MaxAppendBatch, 1), nil, notify.MaxAppendBatch, nil},
 		{"MaxAppendBatch events with a key", events(notify.MaxAppendBatch, 1), key, 2 * notify.MaxAppendBatch, nil},
-		{"10 events of MaxItemBytes with a key and a hash", events(10, notify.MaxItemBytes), cas, 2*notify.MaxAppendBatch + 10, nil},
+		// The largest append there is, with every condition: it must fit
+		// one DynamoDB transaction (4 MB with the session item).
+		{"MaxAppendBytes of MaxItemBytes events with a key and a hash", events(notify.MaxAppendBytes/notify.MaxItemBytes, notify.MaxItemBytes), cas, 2*notify.MaxAppendBatch + notify.MaxAppendBytes/notify.MaxItemBytes, nil},
 	}
 	for _, tt := range tests {
 		seq, _, err := st.Append(ctx, "s", "x", tt.data, tt.opts)

@@ -83,7 +83,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -315,31 +314,9 @@ func setExpiry(it item, t time.Time) item {
 	return it
 }
 
-// Times are stored as Unix nanoseconds; the zero time.Time as 0 (absent).
-// Times outside the range of int64 nanoseconds are clamped.
-var (
-	minNanoTime = time.Unix(0, math.MinInt64+1)
-	maxNanoTime = time.Unix(0, math.MaxInt64)
-)
-
-func toNanos(t time.Time) int64 {
-	switch {
-	case t.IsZero():
-		return 0
-	case t.Before(minNanoTime):
-		return math.MinInt64 + 1
-	case t.After(maxNanoTime):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
-
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
+// Times are stored as notify.UnixNanos.
+func toNanos(t time.Time) int64   { return notify.UnixNanos(t) }
+func fromNanos(n int64) time.Time { return notify.FromUnixNanos(n) }
 
 // newToken returns a random token identifying one call's writes.
 func newToken() string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/mcpush/mcpush/pkg/notify"
 )
@@ -15,27 +14,8 @@ import (
 // and the new hash. An empty data is refused with notify.ErrInvalid.
 func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *notify.AppendOptions) (lastSeq int64, appended bool, err error) {
 	defer wrap(&err, "sqlitestore: Append(%q, %q)", sessionID, streamID)
-	if sessionID == "" {
-		return 0, false, invalid("empty session id")
-	}
-	if streamID == "" {
-		return 0, false, invalid("empty stream id")
-	}
-	if len(data) == 0 {
-		return 0, false, invalid("no events")
-	}
-	if len(data) > notify.MaxAppendBatch {
-		return 0, false, invalid("%d events in one append (at most %d)", len(data), notify.MaxAppendBatch)
-	}
-	total := 0
-	for i, d := range data {
-		if len(d) > notify.MaxItemBytes {
-			return 0, false, tooLarge(fmt.Sprintf("event %d", i), len(d))
-		}
-		total += len(d)
-	}
-	if total > notify.MaxAppendBytes {
-		return 0, false, fmt.Errorf("%w: one Append of %d bytes in all (at most %d)", notify.ErrTooLarge, total, notify.MaxAppendBytes)
+	if err := notify.CheckAppend(sessionID, streamID, data, opts); err != nil {
+		return 0, false, err
 	}
 	var (
 		key string
@@ -43,9 +23,6 @@ func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][
 	)
 	if opts != nil {
 		key, cas = opts.IdempotencyKey, opts.NotifiedHash
-		if cas != nil && !notify.ValidRegistry(cas.Registry) {
-			return 0, false, invalid("registry kind %q", cas.Registry)
-		}
 	}
 
 	now := s.now()

@@ -16,7 +16,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -279,28 +278,6 @@ func tooLarge(what string, n int) error {
 	return fmt.Errorf("%w: %s is %d bytes, limit %d", notify.ErrTooLarge, what, n, notify.MaxItemBytes)
 }
 
-// Times are stored as Unix nanoseconds; the zero time.Time as 0. Times
-// outside the range of int64 nanoseconds (years 1678 to 2262) are clamped.
-var (
-	minNanoTime = time.Unix(0, math.MinInt64+1)
-	maxNanoTime = time.Unix(0, math.MaxInt64)
-)
-
-func toNanos(t time.Time) int64 {
-	switch {
-	case t.IsZero():
-		return 0
-	case t.Before(minNanoTime):
-		return math.MinInt64 + 1
-	case t.After(maxNanoTime):
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
-
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
+// Times are stored as notify.UnixNanos.
+func toNanos(t time.Time) int64   { return notify.UnixNanos(t) }
+func fromNanos(n int64) time.Time { return notify.FromUnixNanos(n) }

@@ -1,0 +1,66 @@
+package notify
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// CheckAppend validates the arguments of Store.Append the same way for
+// every implementation: an empty session or stream id, no data, more than
+// MaxAppendBatch values or an unknown registry in opts is ErrInvalid; a
+// value over MaxItemBytes, or more than MaxAppendBytes in all, is
+// ErrTooLarge.
+func CheckAppend(sessionID, streamID string, data [][]byte, opts *AppendOptions) error {
+	switch {
+	case sessionID == "":
+		return fmt.Errorf("%w: empty session id", ErrInvalid)
+	case streamID == "":
+		return fmt.Errorf("%w: empty stream id", ErrInvalid)
+	case len(data) == 0:
+		return fmt.Errorf("%w: no events", ErrInvalid)
+	case len(data) > MaxAppendBatch:
+		return fmt.Errorf("%w: %d events in one append (at most %d)", ErrInvalid, len(data), MaxAppendBatch)
+	case opts != nil && opts.NotifiedHash != nil && !ValidRegistry(opts.NotifiedHash.Registry):
+		return fmt.Errorf("%w: registry kind %q", ErrInvalid, opts.NotifiedHash.Registry)
+	}
+	total := 0
+	for i, d := range data {
+		if len(d) > MaxItemBytes {
+			return fmt.Errorf("%w: event %d is %d bytes, limit %d", ErrTooLarge, i, len(d), MaxItemBytes)
+		}
+		total += len(d)
+	}
+	if total > MaxAppendBytes {
+		return fmt.Errorf("%w: one append of %d bytes in all, limit %d", ErrTooLarge, total, MaxAppendBytes)
+	}
+	return nil
+}
+
+// Stores keep times as Unix nanoseconds, the zero time.Time as 0. Times
+// outside the range of int64 nanoseconds (years 1678 to 2262) are clamped.
+var (
+	minNanoTime = time.Unix(0, math.MinInt64+1)
+	maxNanoTime = time.Unix(0, math.MaxInt64)
+)
+
+// UnixNanos returns t as stored: Unix nanoseconds, 0 for the zero time.
+func UnixNanos(t time.Time) int64 {
+	switch {
+	case t.IsZero():
+		return 0
+	case t.Before(minNanoTime):
+		return math.MinInt64 + 1
+	case t.After(maxNanoTime):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// FromUnixNanos is the inverse of UnixNanos, in UTC.
+func FromUnixNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
