@@ -12,10 +12,6 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// One Append is one transaction: notify.MaxAppendBatch events and three
-// bookkeeping items fit DynamoDB's 100 items, and notify.MaxAppendBytes
-// plus the session item and the items' keys fit its 4 MB.
-
 // Append implements notify.Store with one TransactWriteItems in the common
 // case: the update of the stream head from the sequence number this Store
 // last saw to the new one, the events, a check that the session is live
@@ -24,11 +20,10 @@ import (
 // writer) costs one more transaction, with the head's value taken from the
 // cancelled one.
 //
-// An empty data or one of more than notify.MaxAppendBatch events is
-// refused with notify.ErrInvalid, an event over notify.MaxItemBytes with
-// notify.ErrTooLarge. So is an Append of more than notify.MaxAppendBytes
-// in all: one DynamoDB transaction holds at most 4 MB, the session item
-// included.
+// notify.CheckAppend's limits make one Append fit one transaction:
+// notify.MaxAppendBatch events and three bookkeeping items fit DynamoDB's
+// 100 items, and notify.MaxAppendBytes plus the session item and the
+// items' keys fit its 4 MB.
 func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *notify.AppendOptions) (lastSeq int64, appended bool, err error) {
 	defer wrap(&err, "dynamostore: Append(%q, %q)", sessionID, streamID)
 	if err := notify.CheckAppend(sessionID, streamID, data, opts); err != nil {
