@@ -91,6 +91,12 @@ func (s *Server) handleNotification(ctx context.Context, ss *ServerSession, m *M
 // handleResponse routes a client's response to a server-to-client request
 // to the process waiting for it, through the store.
 func (s *Server) handleResponse(ctx context.Context, ss *ServerSession, m *Message) error {
+	var id string
+	if json.Unmarshal(m.ID, &id) != nil || !strings.HasPrefix(id, requestIDPrefix) {
+		// Not an answer to any request of ours: nothing to store.
+		s.log.WarnContext(ctx, "response to an unknown request", "session", ss.ID(), "id", string(m.ID))
+		return nil
+	}
 	data, err := json.Marshal(m)
 	if err != nil {
 		return err
@@ -138,7 +144,8 @@ func (s *Server) touch(ctx context.Context, ss *ServerSession) {
 	}
 }
 
-// runRequest runs one client request and returns the encoded response.
+// runRequest runs one client request and returns the encoded response,
+// or nil when the client cancelled it.
 // Related messages (progress, logs, server-to-client requests) go to out.
 func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, out *outStream) []byte {
 	c := &call{sess: ss, id: m.ID, out: out}
@@ -172,11 +179,12 @@ func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, 
 	}
 	var rpcErr *Error
 	switch {
+	case ctx.Err() != nil:
+		// Cancelled by the client: it gets no response (MCP cancellation).
+		return nil
 	case err == nil:
 		return encodeResponse(m.ID, result, nil)
 	case errors.As(err, &rpcErr):
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		rpcErr = Errorf(CodeRequestCancelled, "request cancelled")
 	default:
 		s.log.ErrorContext(ctx, "request failed", "session", ss.ID(), "method", m.Method, "err", err)
 		rpcErr = Errorf(CodeInternalError, "internal error: %v", err)

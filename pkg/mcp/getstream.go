@@ -42,9 +42,10 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 	if ss == nil {
 		return
 	}
-	stream, after := getStream, ss.state.Delivered
+	stream, after, resume := getStream, int64(0), false
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		var ok bool
+		resume = true
 		if stream, after, ok = parseEventID(last); !ok {
 			httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: malformed Last-Event-ID "+last)
 			return
@@ -66,6 +67,18 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 			return
 		}
 		mine = seq
+		if !resume {
+			// Where delivery stopped, read after our takeover record: a
+			// stream that delivered up to here has recorded it, and one
+			// still running stops at our record without writing more.
+			fresh, err := h.srv.store.GetSession(ctx, ss.ID())
+			if err != nil {
+				httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
+				return
+			}
+			ss.state = fresh
+			after = fresh.Delivered
+		}
 	}
 	h.srv.touch(ctx, ss)
 	sse := newSSEWriter(w)
@@ -94,6 +107,20 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 	defer poll.Stop()
 	lastWrite := time.Now()
 	lastCheck := time.Now()
+	// Record what this stream wrote on every way out, even when the
+	// client has gone (ctx is cancelled then).
+	var written, marked int64
+	mark := func() {
+		if stream != getStream || written <= marked {
+			return
+		}
+		if err := store.MarkDelivered(context.WithoutCancel(ctx), ss.ID(), written); err != nil {
+			h.srv.log.WarnContext(ctx, "marking delivered", "session", ss.ID(), "err", err)
+			return
+		}
+		marked = written
+	}
+	defer mark()
 	for {
 		select {
 		case <-ctx.Done():
@@ -118,29 +145,30 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 			}
 			h.srv.log.WarnContext(ctx, "reading stream log", "session", ss.ID(), "stream", stream, "err", err)
 		}
-		delivered := int64(0)
+		if stream == getStream {
+			for _, ev := range evs {
+				if ev.Seq > mine && bytes.Equal(ev.Data, takeover) {
+					// A newer GET stream took over. It delivers from what
+					// this one recorded: write nothing more.
+					return
+				}
+			}
+		}
 		for _, ev := range evs {
 			after = ev.Seq
 			if isControl(ev.Data) {
-				if stream == getStream && ev.Seq > mine && bytes.Equal(ev.Data, takeover) {
-					return // a newer GET stream took over
-				}
 				continue
 			}
 			if sse.event(eventID(stream, ev.Seq), ev.Data) != nil {
 				return
 			}
 			lastWrite = time.Now()
-			delivered = ev.Seq
+			written = ev.Seq
 			if stream != getStream && isResponse(ev.Data) {
 				return // the request's stream is complete
 			}
 		}
-		if delivered > 0 && stream == getStream {
-			if err := store.MarkDelivered(ctx, ss.ID(), delivered); err != nil {
-				h.srv.log.WarnContext(ctx, "marking delivered", "session", ss.ID(), "err", err)
-			}
-		}
+		mark()
 		if time.Since(lastWrite) >= h.opts.KeepAlive {
 			if sse.comment("keepalive") != nil {
 				return
@@ -148,9 +176,15 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 			lastWrite = time.Now()
 		}
 		if time.Since(lastCheck) >= 30*time.Second {
-			// A deleted or expired session's stream ends.
-			if _, err := store.GetSession(ctx, ss.ID()); errors.Is(err, notify.ErrNotFound) {
+			// A deleted or expired session's stream ends; a live one that
+			// only listens stays alive.
+			fresh, err := store.GetSession(ctx, ss.ID())
+			if errors.Is(err, notify.ErrNotFound) {
 				return
+			}
+			if err == nil {
+				ss.state = fresh
+				h.srv.touch(ctx, ss)
 			}
 			lastCheck = time.Now()
 		}

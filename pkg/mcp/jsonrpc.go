@@ -15,8 +15,6 @@ const (
 	CodeInternalError  = -32603
 	// CodeResourceNotFound is MCP's code for resources/read of an unknown URI.
 	CodeResourceNotFound = -32002
-	// CodeRequestCancelled answers a request the client cancelled.
-	CodeRequestCancelled = -32800
 )
 
 // Error is a JSON-RPC error object. A handler that returns an *Error sends

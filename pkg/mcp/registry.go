@@ -96,9 +96,12 @@ func (s *Server) registryHashes(ctx context.Context, fresh bool) (map[string]str
 	return s.readRegistryHashes(ctx)
 }
 
-// readRegistryHashes reads the hashes from the store into the cache.
+// readRegistryHashes reads the hashes from the store into the cache. It
+// returns what it read; the cache keeps whichever read started last, so
+// a slow background read never replaces a newer one.
 func (s *Server) readRegistryHashes(ctx context.Context) (map[string]string, error) {
 	c := &s.regs
+	started := s.opts.Now()
 	h, err := s.store.RegistryHashes(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -109,7 +112,9 @@ func (s *Server) readRegistryHashes(ctx context.Context) (map[string]string, err
 	if h == nil {
 		h = map[string]string{}
 	}
-	c.hashes, c.fetched = h, s.opts.Now()
+	if c.hashes == nil || !started.Before(c.fetched) {
+		c.hashes, c.fetched = h, started
+	}
 	return h, nil
 }
 
@@ -128,18 +133,24 @@ func (s *Server) registry(ctx context.Context, kind string) (map[string]json.Raw
 	}
 	c := &s.regs
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if r := c.regs[kind]; r != nil && r.Hash == want {
+		c.mu.Unlock()
 		return r.Items, nil
 	}
+	c.mu.Unlock()
+	// Read without the lock: other requests keep using the cache meanwhile.
 	r, err := s.store.GetRegistry(ctx, kind)
 	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.regs == nil {
 		c.regs = map[string]*notify.Registry{}
 	}
-	c.regs[kind] = r
+	if cur := c.regs[kind]; cur == nil || cur.Hash != want {
+		c.regs[kind] = r
+	}
 	return r.Items, nil
 }
 

@@ -197,7 +197,7 @@ func (ss *ServerSession) call(ctx context.Context, method string, params, result
 	if err != nil {
 		return err
 	}
-	id, _ := json.Marshal("mcpush-" + randomID(12))
+	id, _ := json.Marshal(requestIDPrefix + randomID(12))
 	msg, _ := json.Marshal(Message{JSONRPC: "2.0", ID: id, Method: method, Params: p})
 	key := responseKey(id)
 	wake := ss.srv.local.waitFor(ss.ID(), key)
@@ -233,6 +233,10 @@ func (ss *ServerSession) call(ctx context.Context, method string, params, result
 		}
 	}
 }
+
+// requestIDPrefix starts the id of every server-to-client request; a
+// client response with another id answers nothing of ours.
+const requestIDPrefix = "mcpush-"
 
 func responseKey(id json.RawMessage) string { return "response/" + canonicalID(id) }
 func cancelKey(id json.RawMessage) string   { return "cancel/" + canonicalID(id) }

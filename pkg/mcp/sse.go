@@ -60,7 +60,14 @@ func (s *sseWriter) comment(text string) error {
 	return s.write([]byte(": " + text + "\n\n"))
 }
 
+// writeTimeout bounds one write: a client that stops reading while its
+// connection stays open must not hold a stream past its deadline.
+const writeTimeout = 10 * time.Second
+
 func (s *sseWriter) write(b []byte) error {
+	// Not every ResponseWriter supports deadlines (Lambda's does not, and
+	// needs none: the invocation deadline bounds it); then write without.
+	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}

@@ -125,6 +125,14 @@ func httpError(w http.ResponseWriter, status, code int, msg string) {
 
 // ServeHTTP implements http.Handler.
 func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-h.closing:
+		// Shutting down: the client retries, on another process.
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, CodeInternalError, "Service Unavailable: the server is shutting down")
+		return
+	default:
+	}
 	if status, msg := h.checkOrigin(r); status != 0 {
 		httpError(w, status, CodeInvalidRequest, msg)
 		return
@@ -300,22 +308,32 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 				httpError(w, http.StatusBadRequest, rpcErr.Code, rpcErr.Message)
 				return
 			}
+			if errors.Is(err, notify.ErrTooLarge) {
+				httpError(w, http.StatusRequestEntityTooLarge, CodeInvalidRequest, "Request Entity Too Large: "+err.Error())
+				return
+			}
 			h.srv.log.ErrorContext(ctx, "handling client message", "session", ss.ID(), "method", m.Method, "err", err)
 			httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: "+err.Error())
 			return
 		}
 	}
+	h.srv.touch(ctx, ss)
 	if len(requests) == 0 {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	h.srv.touch(ctx, ss)
 	if batch {
 		// Batch members answer together in one JSON array; their related
 		// messages go to the session's GET stream.
 		var out [][]byte
 		for _, m := range requests {
-			out = append(out, h.srv.runRequest(context.WithoutCancel(ctx), ss, m, nil))
+			if resp := h.srv.runRequest(context.WithoutCancel(ctx), ss, m, nil); resp != nil {
+				out = append(out, resp)
+			}
+		}
+		if len(out) == 0 { // every request was cancelled: nothing to answer
+			w.WriteHeader(http.StatusAccepted)
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(append(append([]byte("["), bytes.Join(out, []byte(","))...), ']'))
@@ -377,6 +395,7 @@ func (h *StreamableHandler) serveRequest(w http.ResponseWriter, r *http.Request,
 		defer t.Stop()
 		deadline = t.C
 	}
+	closing := h.closing
 	for {
 		select {
 		case resp := <-done:
@@ -385,8 +404,10 @@ func (h *StreamableHandler) serveRequest(w http.ResponseWriter, r *http.Request,
 		case <-upgrade.C:
 			out.upgrade()
 		case <-deadline:
+			deadline = nil
 			out.detach()
-		case <-h.closing:
+		case <-closing:
+			closing = nil
 			out.detach()
 		case <-out.detached:
 			// The stream was closed with retry: before the request ended;
@@ -427,7 +448,8 @@ type outStream struct {
 
 	mu         sync.Mutex
 	isSSE      bool
-	wireGone   bool // the client went away, or the stream was detached
+	hasID      bool // the client has seen an event id, so it can resume
+	wireGone   bool // the client went away, the stream was detached, or the response is written
 	detached   chan struct{}
 	detachOnce sync.Once
 }
@@ -445,6 +467,7 @@ func (o *outStream) upgradeLocked() {
 		if err := o.sse.prime(eventID(o.streamID, 0), o.h.opts.RetryInterval); err != nil {
 			o.wireGone = true
 		}
+		o.hasID = true
 	}
 }
 
@@ -466,37 +489,55 @@ func (o *outStream) emitLocked(ctx context.Context, msg []byte) error {
 	seq, _, err := o.h.srv.store.Append(ctx, o.session.ID(), o.streamID, [][]byte{msg}, nil)
 	if err != nil {
 		o.h.srv.log.ErrorContext(ctx, "logging stream event", "session", o.session.ID(), "stream", o.streamID, "err", err)
-		// Still deliver it live; it just cannot be replayed.
+		// Still deliver it live, without an id: it cannot be replayed,
+		// and the client's resume position must not move.
 	}
 	if o.wireGone {
 		return err
 	}
-	if werr := o.sse.event(eventID(o.streamID, seq), msg); werr != nil {
-		o.wireGone = true
+	id := ""
+	if err == nil {
+		id = eventID(o.streamID, seq)
 	}
-	return err
+	if werr := o.sse.event(id, msg); werr != nil {
+		o.wireGone = true
+		return errors.Join(err, werr)
+	}
+	o.hasID = o.hasID || id != ""
+	return nil // delivered live
 }
 
 // finish sends the response: as the JSON body, or as the last event.
+// A nil resp is a cancelled request, which gets no response: the SSE
+// stream just ends, a JSON one is 202 with no body.
 func (o *outStream) finish(ctx context.Context, resp []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !o.isSSE {
-		if o.wireGone {
-			return
-		}
+	switch {
+	case !o.isSSE && !o.wireGone && resp == nil:
+		o.w.WriteHeader(http.StatusAccepted)
+	case !o.isSSE && !o.wireGone:
 		o.w.Header().Set("Content-Type", "application/json")
 		o.w.Write(resp)
-		return
+	case o.isSSE && resp != nil:
+		o.emitLocked(ctx, resp)
 	}
-	o.emitLocked(ctx, resp)
+	// The ResponseWriter is done: a message sent later (from a goroutine
+	// the handler left behind) only goes to the log.
+	o.wireGone = true
 }
 
 // detach closes the wire with a retry: field while the request goes on;
-// later messages are only logged.
+// later messages are only logged. It does nothing when the client has no
+// event id to resume from (sessions before 2025-11-25 get no priming
+// event): closing then would lose the response.
 func (o *outStream) detach() {
 	o.mu.Lock()
 	o.upgradeLocked()
+	if !o.hasID && !o.wireGone {
+		o.mu.Unlock()
+		return
+	}
 	if !o.wireGone {
 		o.sse.retry(o.h.opts.RetryInterval)
 		o.wireGone = true

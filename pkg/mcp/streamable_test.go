@@ -59,6 +59,14 @@ func newCluster(t *testing.T, n int, opts ...func(*mcp.ServerOptions)) *cluster 
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "model said " + string(res.Content)}}}, nil, nil
 		})
+		srv.AddTool(&mcp.Tool{Name: "block"}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			select { // until cancelled, which must come within 10s
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(10 * time.Second):
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "not cancelled"}}}, nil
+			}
+		})
 		srv.AddTool(&mcp.Tool{Name: "panic"}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { panic("boom") })
 		h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, MaxBodyBytes: 1 << 16, RetryInterval: 50 * time.Millisecond})
 		ts := httptest.NewServer(h)

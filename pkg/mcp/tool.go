@@ -39,6 +39,9 @@ func AddTool[In, Out any](s *Server, t *Tool, h TypedToolHandler[In, Out]) {
 			if errors.As(err, &rpcErr) {
 				return nil, rpcErr
 			}
+			if ctx.Err() != nil {
+				return nil, err // cancelled: no tool result either
+			}
 			return errorResult(err.Error()), nil
 		}
 		if res == nil {
