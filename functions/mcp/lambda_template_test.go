@@ -125,7 +125,7 @@ const maxBootstrapSize = 15_000_000
 // with -short.
 func TestBootstrapSize(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds two linux/arm64 binaries")
+		t.Skip("-short: skips building two linux/arm64 binaries")
 	}
 	root := testenv.RepoRoot(t)
 	dir := t.TempDir()

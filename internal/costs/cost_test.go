@@ -116,7 +116,7 @@ type row struct {
 // that the README shows.
 func TestCosts(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts moto_server")
+		t.Skip("-short: skips the tests that start moto_server")
 	}
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
