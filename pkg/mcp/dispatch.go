@@ -366,7 +366,7 @@ func (s *Server) listResources(ctx context.Context, raw json.RawMessage) (*ListR
 	}
 	all := map[string]*Resource{}
 	for uri, r := range s.dynamicResources(ctx) {
-		all[uri] = r.resource()
+		all[uri] = itemResource(r)
 	}
 	s.mu.RLock()
 	for uri, r := range s.resources { // code wins over the registry
@@ -411,7 +411,7 @@ func (s *Server) readResource(ctx context.Context, ss *ServerSession, raw json.R
 	s.mu.RUnlock()
 	if h == nil {
 		if r := s.dynamicResources(ctx)[p.URI]; r != nil {
-			return r.read(), nil
+			return readItem(r), nil
 		}
 		s.mu.RLock()
 		for _, k := range sortedKeys(s.templates) {
@@ -452,7 +452,7 @@ func (s *Server) listPrompts(ctx context.Context, raw json.RawMessage) (*ListPro
 	}
 	all := map[string]*Prompt{}
 	for name, dp := range s.dynamicPrompts(ctx) {
-		all[name] = dp.prompt()
+		all[name] = itemPrompt(dp)
 	}
 	s.mu.RLock()
 	for name, sp := range s.prompts { // code wins over the registry
@@ -477,7 +477,7 @@ func (s *Server) getPrompt(ctx context.Context, ss *ServerSession, raw json.RawM
 	s.mu.RLock()
 	sp := s.prompts[p.Name]
 	s.mu.RUnlock()
-	var dp *DynamicPrompt
+	var dp *notify.PromptItem
 	var prompt *Prompt
 	switch {
 	case sp != nil:
@@ -486,7 +486,7 @@ func (s *Server) getPrompt(ctx context.Context, ss *ServerSession, raw json.RawM
 		if dp = s.dynamicPrompts(ctx)[p.Name]; dp == nil {
 			return nil, Errorf(CodeInvalidParams, "unknown prompt %q", p.Name)
 		}
-		prompt = dp.prompt()
+		prompt = itemPrompt(dp)
 	}
 	var missing []string
 	for _, a := range prompt.Arguments {
@@ -498,7 +498,7 @@ func (s *Server) getPrompt(ctx context.Context, ss *ServerSession, raw json.RawM
 		return nil, Errorf(CodeInvalidParams, "prompt %q: missing required arguments: %s", p.Name, strings.Join(missing, ", "))
 	}
 	if dp != nil {
-		return dp.render(p.Arguments), nil
+		return renderItem(dp, p.Arguments), nil
 	}
 	res, err := sp.handler(ctx, &ServerRequest[*GetPromptParams]{Session: ss, Params: p})
 	if err != nil {

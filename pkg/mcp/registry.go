@@ -17,37 +17,10 @@ import (
 // DynamicRegistries serves them beside the features registered in code,
 // and sends each session one list_changed per change.
 
-// DynamicTool is a registry item that enables, disables or re-describes a
-// tool registered in code.
-type DynamicTool struct {
-	Name        string `json:"name"`
-	Enabled     *bool  `json:"enabled,omitempty"`
-	Description string `json:"description,omitempty"`
-}
-
-// DynamicResource is a registry item served as a static resource.
-type DynamicResource struct {
-	URI         string `json:"uri"`
-	Name        string `json:"name"`
-	Title       string `json:"title,omitempty"`
-	Description string `json:"description,omitempty"`
-	MimeType    string `json:"mimeType,omitempty"`
-	Text        string `json:"text,omitempty"`
-	Blob        string `json:"blob,omitempty"`
-}
-
-// DynamicPrompt is a registry item served as a prompt template: {{arg}}
-// in a message text is replaced by the argument's value.
-type DynamicPrompt struct {
-	Name        string            `json:"name"`
-	Title       string            `json:"title,omitempty"`
-	Description string            `json:"description,omitempty"`
-	Arguments   []*PromptArgument `json:"arguments,omitempty"`
-	Messages    []struct {
-		Role string `json:"role"`
-		Text string `json:"text"`
-	} `json:"messages,omitempty"`
-}
+// The dynamic items are notify.ToolItem (enables, disables or
+// re-describes a tool registered in code), notify.ResourceItem (served as
+// a static resource) and notify.PromptItem (a template: {{arg}} in a
+// message text is replaced by the argument's value).
 
 var registryKinds = []string{notify.RegistryTools, notify.RegistryResources, notify.RegistryPrompts}
 
@@ -217,15 +190,15 @@ func differs(cur, notified map[string]string) bool {
 }
 
 // toolOverlay returns the dynamic tool items by name.
-func (s *Server) toolOverlay(ctx context.Context) map[string]*DynamicTool {
+func (s *Server) toolOverlay(ctx context.Context) map[string]*notify.ToolItem {
 	items, err := s.registry(ctx, notify.RegistryTools)
 	if err != nil {
 		s.log.WarnContext(ctx, "reading tools registry", "err", err)
 		return nil
 	}
-	out := map[string]*DynamicTool{}
+	out := map[string]*notify.ToolItem{}
 	for name, raw := range items {
-		var dt DynamicTool
+		var dt notify.ToolItem
 		if json.Unmarshal(raw, &dt) == nil {
 			out[name] = &dt
 		}
@@ -235,7 +208,7 @@ func (s *Server) toolOverlay(ctx context.Context) map[string]*DynamicTool {
 
 // effectiveTool applies an overlay item to a tool registered in code; nil
 // means the tool is disabled.
-func effectiveTool(t *Tool, dt *DynamicTool) *Tool {
+func effectiveTool(t *Tool, dt *notify.ToolItem) *Tool {
 	if dt == nil {
 		return t
 	}
@@ -250,15 +223,15 @@ func effectiveTool(t *Tool, dt *DynamicTool) *Tool {
 	return t
 }
 
-func (s *Server) dynamicResources(ctx context.Context) map[string]*DynamicResource {
+func (s *Server) dynamicResources(ctx context.Context) map[string]*notify.ResourceItem {
 	items, err := s.registry(ctx, notify.RegistryResources)
 	if err != nil {
 		s.log.WarnContext(ctx, "reading resources registry", "err", err)
 		return nil
 	}
-	out := map[string]*DynamicResource{}
+	out := map[string]*notify.ResourceItem{}
 	for uri, raw := range items {
-		var r DynamicResource
+		var r notify.ResourceItem
 		if json.Unmarshal(raw, &r) == nil && r.URI != "" {
 			out[uri] = &r
 		}
@@ -266,15 +239,15 @@ func (s *Server) dynamicResources(ctx context.Context) map[string]*DynamicResour
 	return out
 }
 
-func (s *Server) dynamicPrompts(ctx context.Context) map[string]*DynamicPrompt {
+func (s *Server) dynamicPrompts(ctx context.Context) map[string]*notify.PromptItem {
 	items, err := s.registry(ctx, notify.RegistryPrompts)
 	if err != nil {
 		s.log.WarnContext(ctx, "reading prompts registry", "err", err)
 		return nil
 	}
-	out := map[string]*DynamicPrompt{}
+	out := map[string]*notify.PromptItem{}
 	for name, raw := range items {
-		var p DynamicPrompt
+		var p notify.PromptItem
 		if json.Unmarshal(raw, &p) == nil && p.Name != "" {
 			out[name] = &p
 		}
@@ -282,20 +255,30 @@ func (s *Server) dynamicPrompts(ctx context.Context) map[string]*DynamicPrompt {
 	return out
 }
 
-func (r *DynamicResource) resource() *Resource {
-	return &Resource{URI: r.URI, Name: r.Name, Title: r.Title, Description: r.Description, MimeType: r.MimeType}
+func itemResource(r *notify.ResourceItem) *Resource {
+	return &Resource{URI: r.URI, Name: r.Name, Description: r.Description, MimeType: r.MIMEType}
 }
 
-func (r *DynamicResource) read() *ReadResourceResult {
-	return &ReadResourceResult{Contents: []*ResourceContents{{URI: r.URI, MimeType: r.MimeType, Text: r.Text, Blob: r.Blob}}}
+func readItem(r *notify.ResourceItem) *ReadResourceResult {
+	rc := &ResourceContents{URI: r.URI, MimeType: r.MIMEType}
+	if r.Blob != nil {
+		rc.Blob = *r.Blob
+	} else if r.Text != nil {
+		rc.Text = *r.Text
+	}
+	return &ReadResourceResult{Contents: []*ResourceContents{rc}}
 }
 
-func (p *DynamicPrompt) prompt() *Prompt {
-	return &Prompt{Name: p.Name, Title: p.Title, Description: p.Description, Arguments: p.Arguments}
+func itemPrompt(p *notify.PromptItem) *Prompt {
+	out := &Prompt{Name: p.Name, Title: p.Title, Description: p.Description}
+	for _, a := range p.Arguments {
+		out.Arguments = append(out.Arguments, &PromptArgument{Name: a.Name, Description: a.Description, Required: a.Required})
+	}
+	return out
 }
 
-// render substitutes {{arg}} in every message text.
-func (p *DynamicPrompt) render(args map[string]string) *GetPromptResult {
+// renderItem substitutes {{arg}} in every message text of p.
+func renderItem(p *notify.PromptItem, args map[string]string) *GetPromptResult {
 	pairs := make([]string, 0, 2*len(args))
 	for k, v := range args {
 		pairs = append(pairs, "{{"+k+"}}", v)

@@ -13,54 +13,15 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// Prompt is a prompts registry item: a prompt template. In the text of a
-// message, {{arg}} stands for the value of argument arg. Only Name is
-// required.
-type Prompt struct {
-	Name        string           `json:"name"`
-	Title       string           `json:"title,omitempty"`
-	Description string           `json:"description,omitempty"`
-	Arguments   []PromptArgument `json:"arguments,omitempty"`
-	Messages    []PromptMessage  `json:"messages,omitempty"`
-}
-
-// PromptArgument is one argument of a Prompt. Only Name is required;
-// names are unique within a prompt.
-type PromptArgument struct {
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-	Required    bool   `json:"required,omitempty"`
-}
-
-// PromptMessage is one message of a Prompt. Role is "user" or
-// "assistant"; empty means "user".
-type PromptMessage struct {
-	Role string `json:"role,omitempty"`
-	Text string `json:"text,omitempty"`
-}
-
-// Resource is a resources registry item: a static resource. URI (an
-// absolute URI, not in the events: scheme, which belongs to topic logs)
-// and Name are required; Text and Blob (standard base64) exclude each
-// other. On delete only URI is required.
-type Resource struct {
-	URI         string  `json:"uri"`
-	Name        string  `json:"name,omitempty"`
-	Description string  `json:"description,omitempty"`
-	MIMEType    string  `json:"mimeType,omitempty"`
-	Text        *string `json:"text,omitempty"`
-	Blob        *string `json:"blob,omitempty"`
-}
-
-// Tool is a tools registry item: it enables, disables or re-describes a
-// built-in tool (session_info, topics_list, events_recent, events_wait).
-// Only Name is required; a nil Enabled leaves the tool enabled and an
-// empty Description keeps the built-in one.
-type Tool struct {
-	Name        string `json:"name"`
-	Enabled     *bool  `json:"enabled,omitempty"`
-	Description string `json:"description,omitempty"`
-}
+// The registry item shapes are defined once, in package notify, for
+// ingest (which validates them) and the server (which serves them).
+type (
+	Prompt         = notify.PromptItem
+	PromptArgument = notify.PromptArgument
+	PromptMessage  = notify.PromptMessage
+	Resource       = notify.ResourceItem
+	Tool           = notify.ToolItem
+)
 
 // BuiltinTools are the tools a tools registry item may name: mcpush's
 // built-in tools (package internal/builtin registers them under these
