@@ -111,6 +111,13 @@ func run(logger *slog.Logger, runtimeAPI string) error {
 			return err
 		}
 	}
+	if keys := os.Getenv("MCPUSH_STATE_KEYS"); keys != "" {
+		if opts.StateKeys, err = mcp.ParseStateKeys(keys); err != nil {
+			return fmt.Errorf("MCPUSH_STATE_KEYS: %w", err)
+		}
+	} else {
+		logger.Warn("MCPUSH_STATE_KEYS is not set: requestState keys are random per process, so a 2026-era retry must reach the same process")
+	}
 	switch fixtures {
 	case "":
 	case "conformance":
