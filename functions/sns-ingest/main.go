@@ -30,9 +30,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/mcpush/mcpush/internal/storeconfig"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
+	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 )
 
 func main() {

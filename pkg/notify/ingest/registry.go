@@ -24,7 +24,7 @@ type (
 )
 
 // BuiltinTools are the tools a tools registry item may name: mcpush's
-// built-in tools (package internal/builtin registers them under these
+// built-in tools (package eventtools registers them under these
 // names).
 var BuiltinTools = []string{"events_recent", "events_wait", "session_info", "topics_list"}
 
