@@ -205,6 +205,8 @@ func TestLambdaInitError(t *testing.T) {
 		{"no store", "MCPUSH_STORE is not set", nil},
 		{"bad mode", `MCPUSH_LAMBDA_MODE="websocket"`, []string{"MCPUSH_LAMBDA_MODE=websocket"}},
 		{"bad auth", `MCPUSH_AUTH="jwt"`, []string{"MCPUSH_AUTH=jwt"}},
+		// The production binary carries no conformance fixtures.
+		{"fixtures", "no test fixtures", []string{"MCPUSH_FIXTURES=conformance"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := tc.env
