@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpush/mcpush/internal/lambdatest"
 	"github.com/mcpush/mcpush/internal/testenv"
+	"github.com/mcpush/mcpush/pkg/serve"
 )
 
 // BenchmarkLambdaColdStart measures a cold start: from the start of the
@@ -76,9 +77,9 @@ func BenchmarkLambdaRequest(b *testing.B) {
 	}{
 		{"local", http.DefaultClient, startLocal(b, bin, filepath.Join(dir, "local.db"))},
 	}
-	for _, mode := range []string{modeStream, modeBuffered} {
+	for _, mode := range []string{serve.ModeStream, serve.ModeBuffered} {
 		f := startFunction(b, bin, "MCPUSH_LAMBDA_MODE="+mode, "MCPUSH_AUTH=none", "MCPUSH_STORE=sqlite:"+filepath.Join(dir, mode+".db"))
-		tr := &lambdatest.Transport{Server: f.api, Invoke: lambdatest.InvokeOptions{Streaming: mode == modeStream, Timeout: time.Minute}}
+		tr := &lambdatest.Transport{Server: f.api, Invoke: lambdatest.InvokeOptions{Streaming: mode == serve.ModeStream, Timeout: time.Minute}}
 		clients = append(clients, struct {
 			name string
 			c    *http.Client

@@ -16,16 +16,13 @@ import (
 
 	"github.com/mcpush/mcpush/internal/lambdatest"
 	"github.com/mcpush/mcpush/internal/testenv"
+	"github.com/mcpush/mcpush/pkg/serve"
 )
 
 // These tests run the real function binaries (built for the host) as
 // Lambda runtimes against a fake Runtime API (internal/lambdatest), with
 // the events/*.json fixtures that `sam local invoke -e` uses, on the
-// SQLite store.
-//
-// TODO(dynamodb): run them on the DynamoDB store too (internal/moto +
-// MCPUSH_STORE=dynamodb:TABLE, MCPUSH_CREATE_TABLE=1) once
-// internal/storeconfig opens it (today it answers "not available yet").
+// SQLite store (the store contract suite and internal/e2e cover DynamoDB).
 
 const (
 	alice = "arn:aws:iam::123456789012:user/alice" // the signer in the fixtures
@@ -268,11 +265,11 @@ func chunkAt(t testing.TB, hr *lambdatest.HTTPResponse, s string) time.Time {
 // deadline, DELETE.
 func TestLambdaMCP(t *testing.T) {
 	bin := testenv.BuildBinary(t, "./functions/mcp")
-	for _, mode := range []string{modeStream, modeBuffered} {
+	for _, mode := range []string{serve.ModeStream, serve.ModeBuffered} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			f := startFunction(t, bin, "MCPUSH_LAMBDA_MODE="+mode, "MCPUSH_STORE=sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"))
-			streaming := mode == modeStream
+			streaming := mode == serve.ModeStream
 			inv := func(timeout time.Duration) *lambdatest.InvokeOptions {
 				return &lambdatest.InvokeOptions{Streaming: streaming, Timeout: timeout}
 			}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/mcpush/mcpush/internal/builtin"
 	"github.com/mcpush/mcpush/internal/moto"
+	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
@@ -73,7 +73,7 @@ func server(tb testing.TB, b backend) string {
 		RegistryRefresh:   time.Hour,
 		PollInterval:      pollInterval,
 	})
-	builtin.Register(srv, b.store, nil)
+	eventtools.Add(srv, b.store, nil)
 	h := mcp.NewStreamableHandler(srv, nil)
 	ts := httptest.NewServer(h)
 	tb.Cleanup(func() { ts.Close(); h.Close() })
