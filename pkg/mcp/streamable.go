@@ -278,6 +278,12 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		w.Write(encodeResponse(nil, nil, rpcErr))
 		return
 	}
+	if r.Header.Get("Mcp-Session-Id") == "" && !batch && carriesStatelessMeta(msgs[0]) {
+		// A 2026-era request without the version header: it is not a
+		// session request missing its session id.
+		writeJSON(w, http.StatusBadRequest, encodeResponse(msgs[0].ID, nil, Errorf(CodeHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required")))
+		return
+	}
 	for _, m := range msgs {
 		if m.Method == "initialize" {
 			if batch {
