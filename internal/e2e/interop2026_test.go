@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mcpush/mcpush/internal/testenv"
+	gosdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // interopTopic2026 is the topic the 2026 interop tests publish events on.
@@ -160,6 +162,132 @@ func TestInteropTypeScriptClient2026(t *testing.T) {
 		}
 		if errs := interopErrors(rec.all()); len(errs) > 0 {
 			t.Errorf("client errors: %v", errs)
+		}
+	})
+}
+
+// TestInteropGoSDK2026 runs the Go SDK client in its 2026 mode
+// (ClientSessionOptions.ProtocolVersion 2026-07-28: server/discover, no
+// session) against three processes behind the round-robin proxy: discover,
+// list, a call with progress, its listen streams (tools/list_changed, opened
+// at connect for its ToolListChangedHandler, and resources/updated, opened
+// by Subscribe) fed by sns-ingest, each change once, and a multi round-trip
+// elicitation whose retry lands on another process.
+func TestInteropGoSDK2026(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping interop tests in -short mode")
+	}
+	e := startInterop(t)
+	rec := newInteropRecorder()
+	const topic = interopTopic2026 + "-go"
+	uri := "events://" + topic
+	note := func(method string) func(params any) {
+		return func(params any) {
+			data, _ := json.Marshal(params)
+			rec.add(interopObs{Kind: "notification", Method: method, Params: data})
+		}
+	}
+	client := gosdk.NewClient(&gosdk.Implementation{Name: "interop-go-2026", Version: "1.0.0"}, &gosdk.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *gosdk.ElicitRequest) (*gosdk.ElicitResult, error) {
+			data, _ := json.Marshal(req.Params)
+			rec.add(interopObs{Kind: "request", Method: "elicitation/create", Params: data})
+			return &gosdk.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		},
+		ToolListChangedHandler: func(_ context.Context, req *gosdk.ToolListChangedRequest) {
+			note("notifications/tools/list_changed")(req.Params)
+		},
+		ResourceUpdatedHandler: func(_ context.Context, req *gosdk.ResourceUpdatedNotificationRequest) {
+			note("notifications/resources/updated")(req.Params)
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *gosdk.ProgressNotificationClientRequest) {
+			rec.add(interopObs{Kind: "progress", Progress: req.Params.Progress, Total: req.Params.Total, Message: req.Params.Message})
+		},
+	})
+	ctx := t.Context()
+	var cs *gosdk.ClientSession
+	t.Cleanup(func() {
+		if cs != nil {
+			cs.Close()
+		}
+	})
+	e.step(t, "discover", func(t *testing.T) {
+		var err error
+		cs, err = client.Connect(ctx, &gosdk.StreamableClientTransport{Endpoint: e.url}, &gosdk.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := cs.InitializeResult()
+		if res.ProtocolVersion != "2026-07-28" || res.ServerInfo == nil || res.ServerInfo.Name != "mcpush" || cs.ID() != "" {
+			t.Fatalf("connected at %q to %+v with session %q; want 2026-07-28, mcpush, no session", res.ProtocolVersion, res.ServerInfo, cs.ID())
+		}
+	})
+	e.step(t, "list", func(t *testing.T) {
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range res.Tools {
+			names = append(names, tool.Name)
+		}
+		for _, want := range append(slices.Clone(interopBuiltinTools), "test_input_required_result_elicitation") {
+			if !slices.Contains(names, want) {
+				t.Errorf("tools/list lacks %s: %v", want, names)
+			}
+		}
+	})
+	e.step(t, "progress", func(t *testing.T) {
+		res, err := cs.CallTool(ctx, &gosdk.CallToolParams{Name: "test_tool_with_progress", Meta: gosdk.Meta{"progressToken": "p1"}})
+		if err != nil || res.IsError {
+			t.Fatalf("call: %v %+v", err, res)
+		}
+		var p []float64
+		for _, o := range rec.all() {
+			if o.Kind == "progress" {
+				p = append(p, o.Progress)
+			}
+		}
+		if len(p) == 0 {
+			t.Fatal("no progress notification")
+		}
+		interopRequireIncreasing(t, "progress", p)
+	})
+	e.step(t, "listen", func(t *testing.T) {
+		if err := cs.Subscribe(ctx, &gosdk.SubscribeParams{URI: uri}); err != nil {
+			t.Fatal(err)
+		}
+		e.publishRegistry(t, "tools", "put", map[string]any{"name": "events_recent", "description": interopToolDescription + " (Go SDK 2026)"})
+		rec.waitFor(t, "tools/list_changed", func(obs []interopObs) bool {
+			return interopCount(obs, "notifications/tools/list_changed") >= 1
+		})
+		e.publishEvent(t, topic, 1)
+		obs := rec.waitFor(t, "resources/updated", func(obs []interopObs) bool {
+			return interopCount(obs, "notifications/resources/updated") >= 1
+		})
+		if n := interopCount(obs, "notifications/tools/list_changed"); n != 1 {
+			t.Errorf("%d tools/list_changed for one change, want 1", n)
+		}
+		for _, o := range obs {
+			if o.Method == "notifications/resources/updated" && !strings.Contains(string(o.Params), uri) {
+				t.Errorf("resources/updated %s, want uri %s", o.Params, uri)
+			}
+		}
+	})
+	e.step(t, "mrtr", func(t *testing.T) {
+		mark := e.p.Mark()
+		res, err := cs.CallTool(ctx, &gosdk.CallToolParams{Name: "test_input_required_result_elicitation"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := ""
+		if len(res.Content) == 1 {
+			if tc, ok := res.Content[0].(*gosdk.TextContent); ok {
+				text = tc.Text
+			}
+		}
+		backends := toolsCallBackends(e.p.LinesSince(mark))
+		if text != "Hello, Ada!" || len(backends) != 2 || backends[0] == backends[1] {
+			t.Errorf("result %q, tools/call backends %v; want Hello, Ada! with the retry on another process", text, backends)
 		}
 	})
 }
