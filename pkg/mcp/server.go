@@ -183,6 +183,10 @@ func NewServer(impl *Implementation, store notify.Store, opts *ServerOptions) *S
 	return s
 }
 
+// Store returns the store the server keeps its state in, for handlers
+// that write to it (e.g. a tool that changes a registry).
+func (s *Server) Store() notify.Store { return s.store }
+
 // AddTool registers a tool with an untyped handler. t.InputSchema must be
 // set (a JSON object schema); the handler validates its own arguments.
 func (s *Server) AddTool(t *Tool, h ToolHandler) {
