@@ -235,12 +235,7 @@ func (h *StreamableHandler) session(w http.ResponseWriter, r *http.Request, prin
 	}
 	st, err := h.srv.store.GetSession(r.Context(), id)
 	if err != nil {
-		if errors.Is(err, notify.ErrNotFound) {
-			httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
-			return nil
-		}
-		h.srv.log.ErrorContext(r.Context(), "loading session", "session", id, "err", err)
-		httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: loading session")
+		h.storeFailure(w, r, err, "loading session", "session", id)
 		return nil
 	}
 	if st.Principal != principal {
@@ -584,8 +579,7 @@ func (h *StreamableHandler) serveDELETE(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	if err := h.srv.store.DeleteSession(r.Context(), ss.ID()); err != nil && !errors.Is(err, notify.ErrNotFound) {
-		h.srv.log.ErrorContext(r.Context(), "deleting session", "session", ss.ID(), "err", err)
-		httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: deleting session")
+		h.storeFailure(w, r, err, "deleting session", "session", ss.ID())
 		return
 	}
 	w.WriteHeader(http.StatusOK)
