@@ -383,3 +383,38 @@ func TestListenAcrossProcesses(t *testing.T) {
 		t.Fatalf("tools stream got %v, want the empty listen result", m)
 	}
 }
+
+// TestListenEndsBeforeDeadline checks that a listen stream served under a
+// request deadline (a Lambda invocation's) ends with the empty listen
+// result StreamMargin before it: a stream cut off by the deadline would
+// end without one.
+func TestListenEndsBeforeDeadline(t *testing.T) {
+	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, &mcp.ServerOptions{DynamicRegistries: true, PollInterval: 20 * time.Millisecond})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{StreamMargin: time.Second})
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	}))
+	defer ts.Close()
+	defer h.Close()
+	msgs := listenStream(t, t.Context(), ts.URL, `{"toolsListChanged":true}`)
+	if m := next(t, msgs); m["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", m)
+	}
+	m := next(t, msgs)
+	res, _ := m["result"].(map[string]any)
+	meta, _ := res["_meta"].(map[string]any)
+	if m["id"] != "L1" || res["resultType"] != "complete" || meta["io.modelcontextprotocol/subscriptionId"] != "L1" {
+		t.Fatalf("got %v, want the empty listen result for L1", m)
+	}
+	if _, open := <-msgs; open {
+		t.Error("the stream went on after the listen result")
+	}
+}
