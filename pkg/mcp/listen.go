@@ -3,10 +3,12 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/mcpush/mcpush/pkg/notify"
@@ -37,51 +39,37 @@ const (
 	maxListenURI = 2048
 )
 
-// listenKey identifies a listen stream on this process for
-// notifications/cancelled: the principal and the listen request's id.
-func listenKey(principal string, id json.RawMessage) string {
-	return principalTag(principal) + "|" + canonicalID(id)
+// listenCancelURI names the listen streams that a notifications/cancelled
+// from principal for request id ends. Each listen stream's backing session
+// is subscribed to it, so the process that receives the cancellation finds
+// the stream's session, on whichever process the stream is served, with
+// the store's subscription index, and appends listenCancel to its log.
+func listenCancelURI(principal string, id json.RawMessage) string {
+	sum := sha256.Sum256([]byte(principal + "\x00" + canonicalID(id)))
+	return "mcpush-listen:" + base64.RawURLEncoding.EncodeToString(sum[:18])
 }
 
-// listens are the listen streams open on this process, by listenKey.
-type listens struct {
-	mu      sync.Mutex
-	cancels map[string]context.CancelFunc
-}
+// listenCancel is the control record that ends a listen stream.
+var listenCancel = []byte(`{"mcpush/control":"cancel"}`)
 
-func (l *listens) add(key string, cancel context.CancelFunc) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cancels == nil {
-		l.cancels = map[string]context.CancelFunc{}
-	}
-	l.cancels[key] = cancel
-}
-
-func (l *listens) remove(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.cancels, key)
-}
-
-func (l *listens) cancel(key string) bool {
-	l.mu.Lock()
-	c := l.cancels[key]
-	l.mu.Unlock()
-	if c != nil {
-		c()
-	}
-	return c != nil
-}
-
-// cancelListen ends the listen stream that a notifications/cancelled names,
-// when this process serves it.
-func (h *StreamableHandler) cancelListen(_ context.Context, principal string, m *Message) {
+// cancelListen ends the listen streams a notifications/cancelled names: it
+// appends listenCancel to the log of each, which the stream reads at its
+// next poll.
+func (h *StreamableHandler) cancelListen(ctx context.Context, principal string, m *Message) {
 	p, err := decodeParams[CancelledParams](m.Params)
 	if err != nil || len(p.RequestID) == 0 {
 		return
 	}
-	h.listens.cancel(listenKey(principal, p.RequestID))
+	ids, err := h.srv.store.Subscribers(ctx, listenCancelURI(principal, p.RequestID))
+	if err != nil {
+		h.srv.log.WarnContext(ctx, "cancelling a listen stream", "err", err)
+		return
+	}
+	for _, id := range ids {
+		if _, _, err := h.srv.store.Append(ctx, id, getStream, [][]byte{listenCancel}, nil); err != nil && !errors.Is(err, notify.ErrNotFound) {
+			h.srv.log.WarnContext(ctx, "cancelling a listen stream", "stream", id, "err", err)
+		}
+	}
 }
 
 // parseListenFilter decodes and checks a listen request's filter: unknown
@@ -108,6 +96,9 @@ func parseListenFilter(params json.RawMessage) (*SubscriptionFilter, error) {
 	for _, uri := range f.ResourceSubscriptions {
 		if uri == "" || len(uri) > maxListenURI {
 			return nil, Errorf(CodeInvalidParams, "invalid params: a resourceSubscriptions URI must have 1 to %d bytes", maxListenURI)
+		}
+		if strings.HasPrefix(uri, "mcpush-listen:") {
+			return nil, Errorf(CodeInvalidParams, "invalid params: %q is not a resource", uri)
 		}
 	}
 	return &f, nil
@@ -176,11 +167,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 	}
 	ack := h.srv.acknowledged(f)
 	srv := h.srv
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	key := listenKey(ss.Principal(), m.ID)
-	h.listens.add(key, cancel)
-	defer h.listens.remove(key)
+	ctx := r.Context()
 
 	// The stream's backing session: its baseline is the registries now.
 	hashes, err := srv.store.RegistryHashes(ctx)
@@ -208,7 +195,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 			srv.log.WarnContext(ctx, "closing listen stream", "err", err)
 		}
 	}()
-	for _, uri := range ack.ResourceSubscriptions {
+	for _, uri := range append([]string{listenCancelURI(ss.Principal(), m.ID)}, ack.ResourceSubscriptions...) {
 		if err := srv.store.Subscribe(ctx, st.ID, uri); err != nil {
 			writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, srv.internalError(ctx, "subscribing a listen stream", err, "uri", uri)))
 			return
@@ -274,6 +261,9 @@ func (h *StreamableHandler) pumpListen(ctx context.Context, sse *sseWriter, lss 
 		}
 		for _, ev := range evs {
 			after = ev.Seq
+			if bytes.Equal(ev.Data, listenCancel) {
+				return // notifications/cancelled: no response
+			}
 			if isControl(ev.Data) {
 				continue
 			}
