@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the reference server exercises sampling, roots and logging, deprecated in 2026-07-28 but served in the 2025 era
+
 package mcp_test
 
 import (
