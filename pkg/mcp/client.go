@@ -97,6 +97,10 @@ type ClientOptions struct {
 	// (the call that met the 404 is retried once). The new session does
 	// not get what the old one missed.
 	Reconnect bool
+	// ReconnectedHandler runs (like a NotificationHandler, in order) after
+	// Reconnect replaced a lost session, so that the program can fetch
+	// what the old session missed.
+	ReconnectedHandler func(ctx context.Context, cs *ClientSession)
 	// RetryDelay is how long to wait before reopening a stream that ended
 	// when the server sent no "retry:" field. Default: 1s. After failed
 	// attempts the delay doubles, up to MaxRetryDelay.
@@ -507,6 +511,9 @@ func (cs *ClientSession) reinitialize(ctx context.Context, stale string) error {
 		if _, err := cs.roundTrip(ctx, "resources/subscribe", &SubscribeParams{URI: uri}, nil, nil); err != nil {
 			return fmt.Errorf("re-subscribing to %s: %w", uri, err)
 		}
+	}
+	if h := cs.c.opts.ReconnectedHandler; h != nil {
+		cs.queue.push(func() { cs.safely("reconnected", "initialize", func() { h(cs.ctx, cs) }) })
 	}
 	return nil
 }
