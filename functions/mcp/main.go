@@ -11,6 +11,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -93,6 +94,13 @@ func run(logger *slog.Logger) error {
 		if *d.dst, err = serve.DurationEnv(os.Getenv, d.name); err != nil {
 			return err
 		}
+	}
+	if keys := os.Getenv("MCPUSH_STATE_KEYS"); keys != "" {
+		if opts.StateKeys, err = mcp.ParseStateKeys(keys); err != nil {
+			return fmt.Errorf("MCPUSH_STATE_KEYS: %w", err)
+		}
+	} else {
+		logger.Warn("MCPUSH_STATE_KEYS is not set: requestState keys are random per process, so a 2026-era retry must reach the same process")
 	}
 	if fix != nil {
 		fix.options(opts)

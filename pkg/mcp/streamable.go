@@ -79,6 +79,7 @@ type StreamableHandler struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	streams   sync.WaitGroup
+	listens   listens // listen streams on this process, for notifications/cancelled
 }
 
 // NewStreamableHandler returns an http.Handler for srv.
@@ -145,6 +146,10 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	principal, err := h.opts.Authenticator.Authenticate(r)
 	if err != nil {
 		httpError(w, http.StatusUnauthorized, CodeInvalidRequest, "Unauthorized: "+err.Error())
+		return
+	}
+	if wantsStateless(r) {
+		h.serveStateless(w, r, principal)
 		return
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !supportedVersion(v) {
@@ -287,7 +292,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 	if ss == nil {
 		return
 	}
-	if batch && ss.ProtocolVersion() != "2025-03-26" {
+	if batch && !version(ss.ProtocolVersion()).allowsBatch() {
 		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: JSON-RPC batches are not supported in protocol version "+ss.ProtocolVersion()+" (only 2025-03-26 allows them)")
 		return
 	}
@@ -438,6 +443,15 @@ func (h *StreamableHandler) streamDeadline(ctx context.Context) (time.Time, bool
 	return d, !d.IsZero()
 }
 
+// sink receives the related messages of a request (progress, logs,
+// server-to-client requests) and delivers them on the request's response
+// stream. Implementations are safe for concurrent use.
+type sink interface {
+	send(ctx context.Context, msg []byte) error
+	// detach closes the wire early, where the transport can resume.
+	detach()
+}
+
 // outStream is the response of one POST request: JSON until the first
 // related message, then an SSE stream whose every event is first appended
 // to the stream's log. Its methods are safe for concurrent use; the mutex
@@ -464,7 +478,7 @@ func (o *outStream) upgradeLocked() {
 	}
 	o.isSSE = true
 	o.sse.start()
-	if o.session.ProtocolVersion() >= "2025-11-25" {
+	if version(o.session.ProtocolVersion()).primesStreams() {
 		// Priming event: the client can resume from here even if the
 		// stream breaks before the first message.
 		if err := o.sse.prime(eventID(o.streamID, 0), o.h.opts.RetryInterval); err != nil {
