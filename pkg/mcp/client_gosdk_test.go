@@ -1,4 +1,4 @@
-//lint:file-ignore SA1019 the reference server exercises sampling, roots and logging, deprecated in 2026-07-28 but served in the 2025 era
+//lint:file-ignore SA1019 the Go SDK server here exercises logging, sampling and roots, deprecated in 2026-07-28 but still part of 2025-11-25, which the client speaks
 
 package mcp_test
 
