@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mcpush/mcpush/internal/conformance"
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
@@ -46,6 +45,13 @@ func main() {
 	}
 }
 
+// fixtures are test fixtures served beside the event tools
+// (MCPUSH_FIXTURES); see fixtureSet.
+type fixtures struct {
+	options  func(*mcp.ServerOptions)
+	register func(*mcp.Server)
+}
+
 // run serves until a signal; in Lambda until the sandbox ends.
 func run(logger *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -70,7 +76,12 @@ func run(logger *slog.Logger) error {
 	}
 	defer store.Close()
 
-	fixtures := os.Getenv("MCPUSH_FIXTURES")
+	var fix *fixtures
+	if name := os.Getenv("MCPUSH_FIXTURES"); name != "" {
+		if fix, err = fixtureSet(name); err != nil {
+			return err
+		}
+	}
 	opts := &mcp.ServerOptions{Logger: logger, DynamicRegistries: true}
 	for _, d := range []struct {
 		name string
@@ -84,17 +95,20 @@ func run(logger *slog.Logger) error {
 			return err
 		}
 	}
-	switch fixtures {
-	case "":
-	case "conformance":
-		opts.CompletionHandler = conformance.Complete
-	default:
-		return fmt.Errorf("MCPUSH_FIXTURES=%q: the only fixture set is \"conformance\"", fixtures)
+	if keys := os.Getenv("MCPUSH_STATE_KEYS"); keys != "" {
+		if opts.StateKeys, err = mcp.ParseStateKeys(keys); err != nil {
+			return fmt.Errorf("MCPUSH_STATE_KEYS: %w", err)
+		}
+	} else {
+		logger.Warn("MCPUSH_STATE_KEYS is not set: requestState keys are random per process, so a 2026-era retry must reach the same process")
+	}
+	if fix != nil {
+		fix.options(opts)
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: version}, store, opts)
 	eventtools.Add(srv, store, &eventtools.Options{PollInterval: opts.PollInterval})
-	if fixtures == "conformance" {
-		conformance.Register(srv)
+	if fix != nil {
+		fix.register(srv)
 	}
 	logger.Info("store", "spec", spec)
 	return serve.Run(ctx, srv, sopts)

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/mcpush/mcpush/internal/moto"
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
@@ -81,18 +82,8 @@ func server(tb testing.TB, b backend) string {
 }
 
 func post(tb testing.TB, url, sid, body string) (string, []byte) {
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	tb.Helper()
+	resp, b := testutil.PostRead(tb, nil, url, sid, body)
 	if resp.StatusCode >= 300 || strings.Contains(string(b), `"error"`) {
 		tb.Fatalf("POST %s: %d %s", body, resp.StatusCode, b)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
@@ -45,17 +46,7 @@ func setup(t *testing.T) *env {
 }
 
 func (e *env) post(body string) *http.Response {
-	req, _ := http.NewRequest("POST", e.url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if e.sid != "" {
-		req.Header.Set("Mcp-Session-Id", e.sid)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return resp
+	return testutil.Post(e.t, nil, e.url, e.sid, body)
 }
 
 // call runs tools/call and returns the structured result and the

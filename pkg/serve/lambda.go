@@ -225,7 +225,16 @@ func (h *LambdaHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			if w.status == 0 {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusInternalServerError)
-				w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}`))
+				// The client gets the Lambda request id, which the
+				// log record carries (requestId), not the panic.
+				var id string
+				if lc, ok := lambdacontext.FromContext(r.Context()); ok {
+					id = lc.AwsRequestID
+				}
+				body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
+					"code": -32603, "message": "internal error (request id " + id + ")", "data": map[string]string{"requestId": id},
+				}})
+				w.Write(body)
 			}
 			// Headers already sent: the response just ends here.
 		}

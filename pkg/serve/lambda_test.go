@@ -119,7 +119,7 @@ func TestPanicBecomes500(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			h, logs := newTestHandler(t, mode, mux)
 			code, _, body := serve(t, h, "POST", "/early", nil, "")
-			if code != http.StatusInternalServerError || !strings.Contains(body, `"code":-32603`) {
+			if code != http.StatusInternalServerError || !strings.Contains(body, `"code":-32603`) || !strings.Contains(body, "req-1") || strings.Contains(body, "early") {
 				t.Errorf("panic before the headers: %d %q, want 500 with a JSON-RPC internal error", code, body)
 			}
 			// After the headers, the response ends where it was.
