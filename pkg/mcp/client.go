@@ -318,7 +318,8 @@ func (cs *ClientSession) Close(ctx context.Context) error {
 	return err
 }
 
-// Ping checks that the server answers.
+// Ping checks that the server answers (2025 era: the 2026 era has no
+// ping).
 func (cs *ClientSession) Ping(ctx context.Context) error {
 	return cs.Call(ctx, "ping", nil, nil)
 }
