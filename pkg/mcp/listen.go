@@ -184,9 +184,12 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawM
 		ProtocolVersion:    ss.ProtocolVersion(),
 		ClientCapabilities: ss.state.ClientCapabilities,
 		Initialized:        true,
-		CreatedAt:          now,
-		ExpiresAt:          now.Add(s.opts.SessionIdleTimeout),
-		NotifiedHashes:     hashes,
+		// A listen stream carries no log messages: at the highest level
+		// the ingest fans out only resources/updated to it.
+		LogLevel:       string(loggingLevels[len(loggingLevels)-1]),
+		CreatedAt:      now,
+		ExpiresAt:      now.Add(s.opts.SessionIdleTimeout),
+		NotifiedHashes: hashes,
 	}
 	if err := s.store.CreateSession(ctx, st); err != nil {
 		return nil, fmt.Errorf("creating the backing session: %w", err)
