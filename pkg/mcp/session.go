@@ -29,7 +29,8 @@ type ServerSession struct {
 // Era returns the era of the session's protocol version.
 func (ss *ServerSession) Era() Era { return eraOf(ss.state.ProtocolVersion) }
 
-// ID returns the session id (the Mcp-Session-Id header).
+// ID returns the session id (the Mcp-Session-Id header), or "" when
+// serving a 2026-era request, which has no session.
 func (ss *ServerSession) ID() string { return ss.state.ID }
 
 // ProtocolVersion returns the negotiated protocol version.

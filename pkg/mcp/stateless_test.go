@@ -146,6 +146,8 @@ func TestStatelessBadInput(t *testing.T) {
 		{"unknown version", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 			[]string{"Mcp-Protocol-Version", "2099-01-01", "Mcp-Method", "tools/list"}, 400, mcp.CodeUnsupportedProtocolVersion, `"supported":["2026-07-28","2025-11-25"`},
 		{"no _meta", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`, headers2026("tools/list", ""), 400, mcp.CodeInvalidParams, "clientCapabilities"},
+		{"unknown logLevel", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"loud"}}}`,
+			headers2026("tools/list", ""), 400, mcp.CodeInvalidParams, "unknown logLevel loud"},
 		{"no Mcp-Method", listCall, []string{"Mcp-Protocol-Version", v2026}, 400, mcp.CodeHeaderMismatch, "Mcp-Method header is required"},
 		{"Mcp-Method contradicts body", listCall, headers2026("prompts/list", ""), 400, mcp.CodeHeaderMismatch, "differs from the body's method"},
 		{"no Mcp-Name", echoCall, headers2026("tools/call", ""), 400, mcp.CodeHeaderMismatch, "needs the Mcp-Name header"},
