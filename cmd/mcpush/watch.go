@@ -82,6 +82,7 @@ func cmdWatch(ctx context.Context, e *env, c *common, topics []string, asJSON bo
 		return err
 	}
 	client.AddNotificationHandler("notifications/message", w.onMessage)
+	client.AddNotificationHandler("notifications/resources/updated", w.onUpdated)
 	client.AddNotificationHandler("notifications/tools/list_changed", listChanged("tools"))
 	client.AddNotificationHandler("notifications/prompts/list_changed", listChanged("prompts"))
 	client.AddNotificationHandler("notifications/resources/list_changed", listChanged("resources"))
@@ -160,6 +161,24 @@ func (w *watcher) onMessage(ctx context.Context, cs *mcp.ClientSession, _ string
 		return
 	}
 	w.emit(&watchEvent{Type: "event", Topic: ev.Topic, Sequence: ev.Sequence, MessageID: ev.MessageID, ReceivedAt: ev.ReceivedAt, Data: ev.Payload})
+}
+
+// onUpdated reads a topic's new events when its resource changed. In the
+// 2025 era the events themselves follow as notifications/message; the
+// 2026 era's listen stream carries only resources/updated.
+func (w *watcher) onUpdated(ctx context.Context, cs *mcp.ClientSession, _ string, params json.RawMessage) {
+	if cs.InitializeResult().ProtocolVersion < "2026" {
+		return
+	}
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	if topic, ok := strings.CutPrefix(p.URI, "events://"); ok && w.topics[topic] {
+		w.fill(ctx, cs, topic, 0)
+	}
 }
 
 // catchUp prints what a replaced session missed, for every topic.
