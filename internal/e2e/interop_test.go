@@ -65,6 +65,9 @@ func startInterop(t *testing.T, env ...string) *interopEnv {
 			"MCPUSH_FIXTURES=conformance",
 			"MCPUSH_POLL_INTERVAL=50ms",
 			"MCPUSH_REGISTRY_REFRESH=100ms",
+			// One requestState key on every process: a 2026-era retry may
+			// land on any of them.
+			"MCPUSH_STATE_KEYS=interop-test-key-0123456789abcdef",
 			interopGORACE()), env...),
 		ReadyPath: "/healthz",
 	})

@@ -185,8 +185,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 	// The stream's backing session: its baseline is the registries now.
 	hashes, err := srv.store.RegistryHashes(ctx)
 	if err != nil {
-		srv.log.ErrorContext(ctx, "opening listen stream", "err", err)
-		writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, Errorf(CodeInternalError, "internal error: opening the listen stream")))
+		writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, srv.internalError(ctx, "opening listen stream", err)))
 		return
 	}
 	now := srv.opts.Now()
@@ -201,8 +200,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		NotifiedHashes:     hashes,
 	}
 	if err := srv.store.CreateSession(ctx, st); err != nil {
-		srv.log.ErrorContext(ctx, "opening listen stream", "err", err)
-		writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, Errorf(CodeInternalError, "internal error: opening the listen stream")))
+		writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, srv.internalError(ctx, "opening listen stream", err)))
 		return
 	}
 	defer func() {
@@ -212,8 +210,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 	}()
 	for _, uri := range ack.ResourceSubscriptions {
 		if err := srv.store.Subscribe(ctx, st.ID, uri); err != nil {
-			srv.log.ErrorContext(ctx, "opening listen stream", "err", err)
-			writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, Errorf(CodeInternalError, "internal error: subscribing")))
+			writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, srv.internalError(ctx, "subscribing a listen stream", err, "uri", uri)))
 			return
 		}
 	}
