@@ -67,15 +67,18 @@ func wantsStateless(r *http.Request) bool {
 	return v != "" && eraOf(v) != Era2025
 }
 
-// carriesStatelessMeta reports whether m's params carry the 2026-era
-// _meta protocol version.
-func carriesStatelessMeta(m *Message) bool {
+// statelessMetaVersion returns the protocol version in m's params._meta,
+// which only 2026-era requests carry, and whether there is one.
+func statelessMetaVersion(m *Message) (string, bool) {
 	var p struct {
 		Meta struct {
 			ProtocolVersion *string `json:"io.modelcontextprotocol/protocolVersion"`
 		} `json:"_meta"`
 	}
-	return len(m.Params) > 0 && json.Unmarshal(m.Params, &p) == nil && p.Meta.ProtocolVersion != nil
+	if len(m.Params) == 0 || json.Unmarshal(m.Params, &p) != nil || p.Meta.ProtocolVersion == nil {
+		return "", false
+	}
+	return *p.Meta.ProtocolVersion, true
 }
 
 // statelessError is a request rejected before dispatch, with the HTTP

@@ -152,6 +152,7 @@ func TestStatelessBadInput(t *testing.T) {
 		wantIn     string // in the error message or data
 	}{
 		{"no version header", listCall, []string{"Mcp-Method", "tools/list"}, 400, mcp.CodeHeaderMismatch, "MCP-Protocol-Version header is required"},
+		{"2025 header, 2026 _meta", listCall, []string{"Mcp-Protocol-Version", "2025-11-25", "Mcp-Method", "tools/list"}, 400, mcp.CodeHeaderMismatch, "MCP-Protocol-Version 2025-11-25 differs from _meta protocolVersion 2026-07-28"},
 		{"header contradicts _meta", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 			headers2026("tools/list", ""), 400, mcp.CodeHeaderMismatch, "differs from _meta"},
 		{"unknown version", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`,

@@ -272,10 +272,14 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		w.Write(encodeResponse(nil, nil, rpcErr))
 		return
 	}
-	if r.Header.Get("Mcp-Session-Id") == "" && !batch && carriesStatelessMeta(msgs[0]) {
-		// A 2026-era request without the version header: it is not a
-		// session request missing its session id.
-		writeJSON(w, http.StatusBadRequest, encodeResponse(msgs[0].ID, nil, Errorf(CodeHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required")))
+	if v, ok := statelessMetaVersion(msgs[0]); ok && msgs[0].Method != "initialize" && r.Header.Get("Mcp-Session-Id") == "" && !batch {
+		// A 2026-era request without the version header, or with a
+		// 2025-era one: not a session request missing its session id.
+		msg := "Header mismatch: the MCP-Protocol-Version header is required"
+		if hv := r.Header.Get("Mcp-Protocol-Version"); hv != "" {
+			msg = "Header mismatch: MCP-Protocol-Version " + hv + " differs from _meta protocolVersion " + v
+		}
+		writeJSON(w, http.StatusBadRequest, encodeResponse(msgs[0].ID, nil, &Error{Code: CodeHeaderMismatch, Message: msg}))
 		return
 	}
 	for _, m := range msgs {
