@@ -416,9 +416,9 @@ func TestListenEndsBeforeDeadline(t *testing.T) {
 	defer store.Close()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, &mcp.ServerOptions{DynamicRegistries: true, PollInterval: 20 * time.Millisecond})
 	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{StreamMargin: time.Second})
-	deadline := time.Now().Add(1500 * time.Millisecond)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		// An invocation deadline 1.5s after the request arrives.
+		ctx, cancel := context.WithTimeout(r.Context(), 1500*time.Millisecond)
 		defer cancel()
 		h.ServeHTTP(w, r.WithContext(ctx))
 	}))
