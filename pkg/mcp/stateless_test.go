@@ -84,6 +84,13 @@ func newStatelessProc(t *testing.T, dbPath string, keys []string, now func() tim
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(answers)}}}, nil
 	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "typed-ask"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+		r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object"}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(r.Content["a"])}}}, nil, nil
+	})
 	srv.AddTool(&mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		req.Session.Log(ctx, "info", "", "echoing")
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
@@ -518,5 +525,16 @@ func TestElicitBecomesMRTR(t *testing.T) {
 	r := round(procs[2], body(3, fmt.Sprintf(`"requestState":%q,"inputResponses":{%q:{"action":"accept","content":{"a":"y"}}},`, s2, k2)))
 	if r.Result["resultType"] != "complete" || !strings.Contains(fmt.Sprint(r.Result["content"]), "[x y]") {
 		t.Fatalf("last round %+v, want the complete result with both answers", r.Result)
+	}
+}
+
+// TestTypedToolAsks checks that a typed tool's Elicit in the 2026 era
+// becomes an input_required result, not a tool error.
+func TestTypedToolAsks(t *testing.T) {
+	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), nil, nil)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"typed-ask","arguments":{},` + meta2026(`{"elicitation":{}}`) + `}}`
+	status, r := call2026(t, p.url, body, headers2026("tools/call", "typed-ask")...)
+	if status != 200 || r.Result["resultType"] != "input_required" || r.Result["inputRequests"] == nil {
+		t.Fatalf("HTTP %d %+v, want input_required", status, r)
 	}
 }
