@@ -58,8 +58,9 @@ type watcher struct {
 	asJSON bool
 	topics map[string]bool
 
-	mu   sync.Mutex
-	last map[string]int64 // per topic, the last sequence printed
+	mu    sync.Mutex
+	last  map[string]int64 // per topic, the last sequence printed
+	ready bool             // the baseline is set
 }
 
 // cmdWatch subscribes to events://T for each topic and prints events and
@@ -83,6 +84,16 @@ func cmdWatch(ctx context.Context, e *env, c *common, topics []string, asJSON bo
 	}
 	client.AddNotificationHandler("notifications/message", w.onMessage)
 	client.AddNotificationHandler("notifications/resources/updated", w.onUpdated)
+	// 2026 era: a listen stream (re)opened after a gap replays nothing;
+	// read what each topic got meanwhile.
+	client.AddNotificationHandler("notifications/subscriptions/acknowledged", func(ctx context.Context, cs *mcp.ClientSession, _ string, _ json.RawMessage) {
+		w.mu.Lock()
+		ready := w.ready
+		w.mu.Unlock()
+		if ready {
+			w.catchUp(ctx, cs)
+		}
+	})
 	client.AddNotificationHandler("notifications/tools/list_changed", listChanged("tools"))
 	client.AddNotificationHandler("notifications/prompts/list_changed", listChanged("prompts"))
 	client.AddNotificationHandler("notifications/resources/list_changed", listChanged("resources"))
@@ -133,6 +144,7 @@ func (w *watcher) baseline(ctx context.Context, cs *mcp.ClientSession) error {
 			w.last[t.Name] = t.LastSequence
 		}
 	}
+	w.ready = true
 	return nil
 }
 

@@ -37,6 +37,15 @@
 // change exactly once.
 //
 // Package serve runs a Server in AWS Lambda or as a local HTTP server;
-// package eventtools adds mcpush's event tools. The package also has a
-// Streamable HTTP client (NewClient).
+// package eventtools adds mcpush's event tools.
+//
+// The package also has a Streamable HTTP client, for mcpush and any MCP
+// server: NewClient, then Client.Connect gives a ClientSession that lists,
+// calls tools with a progress callback, reads and subscribes to resources,
+// in the 2025 era (initialize, sessions, a GET stream resumed with
+// Last-Event-ID), the 2026-07-28 era (server/discover, subscriptions/listen,
+// input_required results) or whichever the server speaks (ClientModeAuto).
+// Notification handlers run one at a time in arrival order; a panic is
+// recovered and logged; list_changed re-lists with at most one re-list in
+// flight. See ExampleClient.
 package mcp

@@ -305,7 +305,13 @@ func TestMRTRAcrossProcessesAndKeyRotation(t *testing.T) {
 // decoded messages as they arrive.
 func listenStream(t *testing.T, ctx context.Context, url, filter string) <-chan map[string]any {
 	t.Helper()
-	body := `{"jsonrpc":"2.0","id":"L1","method":"subscriptions/listen","params":{"notifications":` + filter + `,` + meta2026(`{}`) + `}}`
+	return listenStreamID(t, ctx, url, "L1", filter)
+}
+
+// listenStreamID is listenStream with the listen request's id.
+func listenStreamID(t *testing.T, ctx context.Context, url, id, filter string) <-chan map[string]any {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":"` + id + `","method":"subscriptions/listen","params":{"notifications":` + filter + `,` + meta2026(`{}`) + `}}`
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -381,5 +387,76 @@ func TestListenAcrossProcesses(t *testing.T) {
 	go a.h.Close()
 	if m := next(t, tools); m["id"] != "L1" || m["result"].(map[string]any)["resultType"] != "complete" {
 		t.Fatalf("tools stream got %v, want the empty listen result", m)
+	}
+}
+
+// TestListenEndsBeforeDeadline checks that a listen stream served under a
+// request deadline (a Lambda invocation's) ends with the empty listen
+// result StreamMargin before it: a stream cut off by the deadline would
+// end without one.
+func TestListenEndsBeforeDeadline(t *testing.T) {
+	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, &mcp.ServerOptions{DynamicRegistries: true, PollInterval: 20 * time.Millisecond})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{StreamMargin: time.Second})
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	}))
+	defer ts.Close()
+	defer h.Close()
+	msgs := listenStream(t, t.Context(), ts.URL, `{"toolsListChanged":true}`)
+	if m := next(t, msgs); m["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", m)
+	}
+	m := next(t, msgs)
+	res, _ := m["result"].(map[string]any)
+	meta, _ := res["_meta"].(map[string]any)
+	if m["id"] != "L1" || res["resultType"] != "complete" || meta["io.modelcontextprotocol/subscriptionId"] != "L1" {
+		t.Fatalf("got %v, want the empty listen result for L1", m)
+	}
+	if _, open := <-msgs; open {
+		t.Error("the stream went on after the listen result")
+	}
+}
+
+// TestListenCancelledAcrossProcesses checks that notifications/cancelled
+// for a listen request ends its stream, without a response, on the
+// process that serves it when another process receives the cancellation,
+// and that it ends no stream of another id.
+func TestListenCancelledAcrossProcesses(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	a := newStatelessProc(t, db, nil, nil)
+	b := newStatelessProc(t, db, nil, nil)
+	ctx := t.Context()
+	cancelled := listenStreamID(t, ctx, a.url, "C1", `{"toolsListChanged":true}`)
+	other := listenStreamID(t, ctx, a.url, "C2", `{"toolsListChanged":true}`)
+	for _, ch := range []<-chan map[string]any{cancelled, other} {
+		if m := next(t, ch); m["method"] != "notifications/subscriptions/acknowledged" {
+			t.Fatalf("first message %v, want the acknowledgement", m)
+		}
+	}
+	resp, _ := testutil.PostRead(t, nil, b.url, "", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"C1",`+meta2026(`{}`)+`}}`,
+		headers2026("notifications/cancelled", "")...)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled: HTTP %d, want 202", resp.StatusCode)
+	}
+	select {
+	case m, open := <-cancelled:
+		if open {
+			t.Fatalf("cancelled stream got %v, want its end without a response", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled listen stream is still open after 10s")
+	}
+	// The other stream still gets a change.
+	b.store.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"echo": json.RawMessage(`{"name":"echo","description":"x"}`)}, "c1")
+	if m := next(t, other); m["method"] != "notifications/tools/list_changed" {
+		t.Fatalf("other stream got %v, want tools/list_changed", m)
 	}
 }

@@ -79,7 +79,6 @@ type StreamableHandler struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	streams   sync.WaitGroup
-	listens   listens // listen streams on this process, for notifications/cancelled
 }
 
 // NewStreamableHandler returns an http.Handler for srv.
