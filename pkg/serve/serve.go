@@ -149,7 +149,8 @@ func NewLogger(w io.Writer) *slog.Logger {
 //	MCPUSH_ALLOWED_ORIGINS   comma-separated browser origins accepted
 //	MCPUSH_MAX_GET_STREAM    a Go duration bounding GET streams in Lambda
 //
-// Both loggers are logger. Bad values are errors wrapping ErrBadOption.
+// logger becomes the logger of both modes. Bad values are errors wrapping
+// ErrBadOption.
 func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, error) {
 	maxGET, err := DurationEnv(getenv, "MCPUSH_MAX_GET_STREAM")
 	if err != nil {
