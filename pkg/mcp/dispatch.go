@@ -148,10 +148,10 @@ func (s *Server) touch(ctx context.Context, ss *ServerSession) {
 // or nil when the client cancelled it.
 // Related messages (progress, logs, server-to-client requests) go to out.
 func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, out sink) []byte {
-	c := &call{sess: ss, id: m.ID, out: out}
+	c := &call{sess: ss, id: m.ID, out: out, method: m.Method}
 	if ss.stateless {
 		var err error
-		if c.inputResponses, c.state, err = s.readRetry(ss, m); err != nil {
+		if c.inputResponses, c.state, c.answers, err = s.readRetry(ss, m); err != nil {
 			return encodeResponse(m.ID, nil, err.(*Error))
 		}
 	}

@@ -24,10 +24,11 @@
 // statelessly: the handler gets a ServerSession built from that request's
 // _meta (capabilities, log level), server/discover answers what the server
 // supports, push happens only on subscriptions/listen streams, and a
-// handler that needs input from the client returns an *InputRequired
-// instead of calling Elicit, CreateMessage or ListRoots; the client retries
-// with the answers (ServerRequest.InputResponses) and the signed state
-// (ServerRequest.State), on any process sharing ServerOptions.StateKeys.
+// handler that needs input from the client returns an *InputRequired (or
+// calls Elicit, CreateMessage or ListRoots, which return one until the
+// client has answered); the client retries with the answers
+// (ServerRequest.InputResponses) and the signed state (ServerRequest.State),
+// on any process sharing ServerOptions.StateKeys.
 // Both eras share one dispatcher, so tools, resources and prompts are
 // written once.
 //

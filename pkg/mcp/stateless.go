@@ -163,13 +163,12 @@ func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m 
 		}
 	}
 	if p.Meta.LogLevel != "" && levelRank(p.Meta.LogLevel) < 0 {
-		return nil, reject(http.StatusOK, CodeInvalidParams, "Invalid params: unknown logLevel "+string(p.Meta.LogLevel), nil)
+		return nil, reject(http.StatusBadRequest, CodeInvalidParams, "Invalid params: unknown logLevel "+string(p.Meta.LogLevel)+" (want one of debug, info, notice, warning, error, critical, alert, emergency)", nil)
 	}
 	return &ServerSession{
 		srv:       h.srv,
 		stateless: true,
 		state: &notify.Session{
-			ID:                 "stateless-" + randomID(12),
 			Principal:          principal,
 			ProtocolVersion:    v,
 			ClientInfo:         p.Meta.ClientInfo,
