@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"time"
 
@@ -30,6 +31,9 @@ func isResponse(data []byte) bool {
 	return json.Unmarshal(data, &m) == nil && m.Method == "" && m.ID != nil
 }
 
+// DefaultStreamHold is the default StreamableOptions.StreamHold.
+const DefaultStreamHold = 5 * time.Second
+
 // readBatch is how many log entries one poll reads.
 const readBatch = 100
 
@@ -38,6 +42,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 		httpError(w, http.StatusNotAcceptable, CodeInvalidRequest, "Not Acceptable: Accept must include text/event-stream")
 		return
 	}
+	// One read: the session, with the head of its GET stream log.
 	ss := h.session(w, r, principal)
 	if ss == nil {
 		return
@@ -55,7 +60,12 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 	defer h.streams.Done()
 	ctx := r.Context()
 	mine := int64(-1) // a POST stream being resumed has no takeover record
-	if stream == getStream {
+	if stream == getStream && !resume {
+		// A fresh GET stream takes over: it appends a takeover record,
+		// which ends any GET stream of the session that reads it, and
+		// delivers from where delivery stopped, read after the record: a
+		// stream that delivered up to here has recorded it, and one still
+		// running stops at our record without writing more.
 		seq, _, err := h.srv.store.Append(ctx, ss.ID(), getStream, [][]byte{takeover}, nil)
 		if err != nil {
 			if errors.Is(err, notify.ErrNotFound) {
@@ -67,35 +77,59 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 			return
 		}
 		mine = seq
-		if !resume {
-			// Where delivery stopped, read after our takeover record: a
-			// stream that delivered up to here has recorded it, and one
-			// still running stops at our record without writing more.
-			fresh, err := h.srv.store.GetSession(ctx, ss.ID())
-			if err != nil {
-				httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
-				return
-			}
-			ss.state = fresh
-			after = fresh.Delivered
+		fresh, err := h.srv.store.GetSession(ctx, ss.ID())
+		if err != nil {
+			httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
+			return
+		}
+		ss.state = fresh
+		after = fresh.Delivered
+	} else if stream == getStream {
+		// A resumed GET stream writes nothing to open: its position is in
+		// its Last-Event-ID, with the takeover record of the stream that
+		// sent it. It yields to any later takeover record: a fresh GET
+		// stream opened since.
+		mine = after
+		if owner, ok := eventOwner(r.Header.Get("Last-Event-ID")); ok {
+			mine = max(mine, owner)
 		}
 	}
 	h.srv.touch(ctx, ss)
 	sse := newSSEWriter(w)
 	sse.start()
-	if ss.ProtocolVersion() >= "2025-11-25" {
-		if sse.prime(eventID(stream, after), h.opts.RetryInterval) != nil {
+	resumable := ss.ProtocolVersion() >= "2025-11-25"
+	if resumable {
+		id := eventID(stream, after)
+		if stream == getStream {
+			id = getEventID(after, mine, time.Now().UnixNano())
+		}
+		if sse.prime(id, h.opts.RetryInterval) != nil {
 			return
 		}
 	}
-	h.pump(ctx, sse, ss, stream, after, mine)
+	// Hold policy (see StreamableOptions.StreamHold): a resumable GET
+	// stream stays open StreamHold after it opens fresh or last sends a
+	// message; a resumed one with nothing to send ends after one check.
+	hold := time.Duration(-1)
+	if stream == getStream && resumable && h.opts.StreamHold >= 0 {
+		hold = h.opts.StreamHold
+		if resume {
+			hold = 0
+		}
+	}
+	h.pump(ctx, sse, ss, stream, after, mine, hold)
 }
 
 // pump copies a stream's log to the client, polling for what other
 // processes append, until the client leaves, the stream is taken over or
-// finished, the session ends, or the stream must close before a deadline
-// (then with "retry:").
-func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *ServerSession, stream string, after, mine int64) {
+// finished, the session ends, or the stream must close (then with
+// "retry:"): before a deadline, or, when hold >= 0, once hold has passed
+// since the stream started or last sent a message.
+//
+// A GET stream's poll is one read (GetSession, which reports the log's
+// head), plus a ReadEvents only when there is something new; a registry
+// change is noticed from this process's cached registry hashes.
+func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *ServerSession, stream string, after, mine int64, hold time.Duration) {
 	store := h.srv.store
 	var deadline <-chan time.Time
 	if d, ok := h.streamDeadline(ctx); ok {
@@ -107,6 +141,7 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 	defer poll.Stop()
 	lastWrite := time.Now()
 	lastCheck := time.Now()
+	active := time.Now() // when the stream last sent a message (or started)
 	// Record what this stream wrote on every way out, even when the
 	// client has gone (ctx is cancelled then).
 	var written, marked int64
@@ -121,6 +156,7 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 		marked = written
 	}
 	defer mark()
+	first := true // the session state is fresh: serveGET just read it
 	for {
 		select {
 		case <-ctx.Done():
@@ -133,17 +169,41 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 			return
 		case <-poll.C:
 		}
+		read := stream != getStream
 		if stream == getStream {
+			if !first {
+				fresh, err := store.GetSession(ctx, ss.ID())
+				switch {
+				case errors.Is(err, notify.ErrNotFound):
+					return // the session was deleted or expired
+				case err != nil:
+					if ctx.Err() != nil {
+						return
+					}
+					h.srv.log.WarnContext(ctx, "polling session", "session", ss.ID(), "err", err)
+					read = true // decide on the log itself
+				default:
+					ss.state = fresh
+				}
+			}
+			notified := maps.Clone(ss.state.NotifiedHashes)
 			if err := h.srv.notifyChanges(ctx, ss); err != nil && ctx.Err() == nil {
 				h.srv.log.WarnContext(ctx, "checking registry changes", "session", ss.ID(), "err", err)
 			}
+			read = read || ss.state.StreamHead > after || !maps.Equal(notified, ss.state.NotifiedHashes)
+			lastCheck = time.Now()
 		}
-		evs, err := store.ReadEvents(ctx, ss.ID(), stream, after, readBatch)
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, notify.ErrNotFound) {
-				return // the client left, or the session was deleted
+		first = false
+		var evs []notify.Event
+		if read {
+			var err error
+			evs, err = store.ReadEvents(ctx, ss.ID(), stream, after, readBatch)
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, notify.ErrNotFound) {
+					return // the client left, or the session was deleted
+				}
+				h.srv.log.WarnContext(ctx, "reading stream log", "session", ss.ID(), "stream", stream, "err", err)
 			}
-			h.srv.log.WarnContext(ctx, "reading stream log", "session", ss.ID(), "stream", stream, "err", err)
 		}
 		if stream == getStream {
 			for _, ev := range evs {
@@ -159,16 +219,35 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 			if isControl(ev.Data) {
 				continue
 			}
-			if sse.event(eventID(stream, ev.Seq), ev.Data) != nil {
+			id := eventID(stream, ev.Seq)
+			if stream == getStream && ev.Seq < mine {
+				// Delivered before this stream's own takeover record:
+				// tag the id, so that a stream resumed from it does not
+				// yield to that record.
+				id = getEventID(ev.Seq, mine, 0)
+			}
+			if sse.event(id, ev.Data) != nil {
 				return
 			}
 			lastWrite = time.Now()
+			active = lastWrite
 			written = ev.Seq
 			if stream != getStream && isResponse(ev.Data) {
 				return // the request's stream is complete
 			}
 		}
 		mark()
+		if len(evs) == readBatch {
+			poll.Reset(0)
+			continue
+		}
+		if hold >= 0 && time.Since(active) >= hold {
+			// Idle: end the stream; the client comes back after the retry
+			// interval, from where the log was read (past any control
+			// records), and its reconnection checks once.
+			sse.prime(getEventID(after, mine, time.Now().UnixNano()), h.opts.RetryInterval)
+			return
+		}
 		if time.Since(lastWrite) >= h.opts.KeepAlive {
 			if sse.comment("keepalive") != nil {
 				return
@@ -184,14 +263,11 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 			}
 			if err == nil {
 				ss.state = fresh
-				h.srv.touch(ctx, ss)
 			}
 			lastCheck = time.Now()
 		}
-		if len(evs) == readBatch {
-			poll.Reset(0)
-		} else {
-			poll.Reset(h.srv.opts.PollInterval)
-		}
+		// Amortised: writes only when half the idle timeout has passed.
+		h.srv.touch(ctx, ss)
+		poll.Reset(h.srv.opts.PollInterval)
 	}
 }

@@ -21,14 +21,24 @@ type Options struct {
 	// Now is the clock, used for a record without a Timestamp. Nil means
 	// time.Now.
 	Now func() time.Time
+	// FanOutConcurrency is how many subscribed sessions one event's
+	// fan-out notifies at a time (two store requests each). Default:
+	// DefaultFanOutConcurrency.
+	FanOutConcurrency int
 }
+
+// DefaultFanOutConcurrency is the default Options.FanOutConcurrency: with
+// DynamoDB requests of about 10 ms, one event reaches 10,000 sessions
+// (20,000 requests) in about 20,000 x 10 ms / 32 = 6.3 s.
+const DefaultFanOutConcurrency = 32
 
 // Ingester applies SNS events to a notify.Store. It keeps no state between
 // calls and is safe for concurrent use.
 type Ingester struct {
-	store  notify.Store
-	logger *slog.Logger
-	now    func() time.Time
+	store       notify.Store
+	logger      *slog.Logger
+	now         func() time.Time
+	concurrency int
 }
 
 // New returns an Ingester that writes to store.
@@ -36,7 +46,10 @@ func New(store notify.Store, opts *Options) *Ingester {
 	if opts == nil {
 		opts = &Options{}
 	}
-	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now}
+	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now, concurrency: opts.FanOutConcurrency}
+	if in.concurrency < 1 {
+		in.concurrency = DefaultFanOutConcurrency
+	}
 	if in.logger == nil {
 		in.logger = slog.New(slog.DiscardHandler)
 	}
