@@ -6,7 +6,8 @@
 // schemas, contents and behaviour.
 //
 // The fixtures are served only when a main asks for them
-// (MCPUSH_FIXTURES=conformance); they are test scaffolding, not product
+// (MCPUSH_FIXTURES=conformance), and only test builds of functions/mcp
+// (-tags conformance) contain them; they are test scaffolding, not product
 // features. They keep no state of their own, so every process sharing a
 // store serves them identically.
 package conformance
@@ -36,6 +37,7 @@ func Register(s *mcp.Server) {
 	registerTools(s)
 	registerResources(s)
 	registerPrompts(s)
+	registerMRTR(s)
 }
 
 // Complete answers completion/complete for the fixtures; set it as

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpush/mcpush/internal/builtin"
+	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 )
@@ -74,7 +74,7 @@ func idleServer(tb testing.TB, b backend, streamOpts *mcp.StreamableOptions) str
 		DynamicRegistries: true,
 		RegistryRefresh:   time.Hour, // counted separately: one read per refresh per process
 	})
-	builtin.Register(srv, b.store, nil)
+	eventtools.Add(srv, b.store, nil)
 	h := mcp.NewStreamableHandler(srv, streamOpts)
 	ts := httptest.NewServer(h)
 	tb.Cleanup(func() { ts.Close(); h.Close() })

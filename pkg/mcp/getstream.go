@@ -97,7 +97,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 	h.srv.touch(ctx, ss)
 	sse := newSSEWriter(w)
 	sse.start()
-	resumable := ss.ProtocolVersion() >= "2025-11-25"
+	resumable := version(ss.ProtocolVersion()).primesStreams()
 	if resumable {
 		id := eventID(stream, after)
 		if stream == getStream {
@@ -169,41 +169,22 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 			return
 		case <-poll.C:
 		}
-		read := stream != getStream
+		var (
+			evs []notify.Event
+			err error
+		)
 		if stream == getStream {
-			if !first {
-				fresh, err := store.GetSession(ctx, ss.ID())
-				switch {
-				case errors.Is(err, notify.ErrNotFound):
-					return // the session was deleted or expired
-				case err != nil:
-					if ctx.Err() != nil {
-						return
-					}
-					h.srv.log.WarnContext(ctx, "polling session", "session", ss.ID(), "err", err)
-					read = true // decide on the log itself
-				default:
-					ss.state = fresh
-				}
-			}
-			notified := maps.Clone(ss.state.NotifiedHashes)
-			if err := h.srv.notifyChanges(ctx, ss); err != nil && ctx.Err() == nil {
-				h.srv.log.WarnContext(ctx, "checking registry changes", "session", ss.ID(), "err", err)
-			}
-			read = read || ss.state.StreamHead > after || !maps.Equal(notified, ss.state.NotifiedHashes)
+			evs, err = h.srv.pollGetLog(ctx, ss, after, first)
 			lastCheck = time.Now()
+		} else {
+			evs, err = store.ReadEvents(ctx, ss.ID(), stream, after, readBatch)
 		}
 		first = false
-		var evs []notify.Event
-		if read {
-			var err error
-			evs, err = store.ReadEvents(ctx, ss.ID(), stream, after, readBatch)
-			if err != nil {
-				if ctx.Err() != nil || errors.Is(err, notify.ErrNotFound) {
-					return // the client left, or the session was deleted
-				}
-				h.srv.log.WarnContext(ctx, "reading stream log", "session", ss.ID(), "stream", stream, "err", err)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, notify.ErrNotFound) {
+				return // the client left, or the session was deleted
 			}
+			h.srv.log.WarnContext(ctx, "reading stream log", "session", ss.ID(), "stream", stream, "err", err)
 		}
 		if stream == getStream {
 			for _, ev := range evs {
@@ -270,4 +251,38 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 		h.srv.touch(ctx, ss)
 		poll.Reset(h.srv.opts.PollInterval)
 	}
+}
+
+// pollGetLog is one poll of a session's GET stream log (a GET stream's or
+// a listen stream's): it returns up to readBatch events after after. It
+// reads the session (one read, which reports the log's head and refreshes
+// ss's state) unless fresh says ss's state was just read, puts any
+// list_changed due into the log (from this process's cached registry
+// hashes), and reads the log only when it has something after after. An
+// idle poll is thus one read. ErrNotFound when the session is gone.
+func (s *Server) pollGetLog(ctx context.Context, ss *ServerSession, after int64, fresh bool) ([]notify.Event, error) {
+	read := false
+	if !fresh {
+		st, err := s.store.GetSession(ctx, ss.ID())
+		switch {
+		case errors.Is(err, notify.ErrNotFound):
+			return nil, err
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			s.log.WarnContext(ctx, "polling session", "session", ss.ID(), "err", err)
+			read = true // decide on the log itself
+		default:
+			ss.state = st
+		}
+	}
+	notified := maps.Clone(ss.state.NotifiedHashes)
+	if err := s.notifyChanges(ctx, ss); err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "checking registry changes", "session", ss.ID(), "err", err)
+	}
+	if !read && ss.state.StreamHead <= after && maps.Equal(notified, ss.state.NotifiedHashes) {
+		return nil, nil
+	}
+	return s.store.ReadEvents(ctx, ss.ID(), getStream, after, readBatch)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -198,6 +199,9 @@ func (s *Server) toolOverlay(ctx context.Context) map[string]*notify.ToolItem {
 	}
 	out := map[string]*notify.ToolItem{}
 	for name, raw := range items {
+		if s.opts.RegistryTools != nil && !slices.Contains(s.opts.RegistryTools, name) {
+			continue
+		}
 		var dt notify.ToolItem
 		if json.Unmarshal(raw, &dt) == nil {
 			out[name] = &dt

@@ -91,6 +91,7 @@ type StreamableHandler struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	streams   sync.WaitGroup
+	listens   listens // listen streams on this process, for notifications/cancelled
 }
 
 // NewStreamableHandler returns an http.Handler for srv.
@@ -133,9 +134,14 @@ func (h *StreamableHandler) Close() {
 
 // httpError writes a JSON-RPC error object with id null and an HTTP status.
 func httpError(w http.ResponseWriter, status, code int, msg string) {
+	writeError(w, status, &Error{Code: code, Message: msg})
+}
+
+// writeError answers with status and a JSON-RPC error without an id.
+func writeError(w http.ResponseWriter, status int, e *Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(encodeResponse(nil, nil, &Error{Code: code, Message: msg}))
+	w.Write(encodeResponse(nil, nil, e))
 }
 
 // ServeHTTP implements http.Handler.
@@ -155,6 +161,10 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	principal, err := h.opts.Authenticator.Authenticate(r)
 	if err != nil {
 		httpError(w, http.StatusUnauthorized, CodeInvalidRequest, "Unauthorized: "+err.Error())
+		return
+	}
+	if wantsStateless(r) {
+		h.serveStateless(w, r, principal)
 		return
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !supportedVersion(v) {
@@ -297,7 +307,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 	if ss == nil {
 		return
 	}
-	if batch && ss.ProtocolVersion() != "2025-03-26" {
+	if batch && !version(ss.ProtocolVersion()).allowsBatch() {
 		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: JSON-RPC batches are not supported in protocol version "+ss.ProtocolVersion()+" (only 2025-03-26 allows them)")
 		return
 	}
@@ -327,8 +337,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 				httpError(w, http.StatusRequestEntityTooLarge, CodeInvalidRequest, "Request Entity Too Large: "+err.Error())
 				return
 			}
-			h.srv.log.ErrorContext(ctx, "handling client message", "session", ss.ID(), "method", m.Method, "err", err)
-			httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: "+err.Error())
+			writeError(w, http.StatusInternalServerError, h.srv.internalError(ctx, "handling client message", err, "session", ss.ID(), "method", m.Method))
 			return
 		}
 	}
@@ -367,8 +376,7 @@ func (h *StreamableHandler) serveInitialize(w http.ResponseWriter, r *http.Reque
 		var rpcErr *Error
 		status := http.StatusBadRequest
 		if !errors.As(err, &rpcErr) {
-			h.srv.log.ErrorContext(r.Context(), "initialize failed", "err", err)
-			rpcErr = Errorf(CodeInternalError, "internal error: %v", err)
+			rpcErr = h.srv.internalError(r.Context(), "initialize failed", err)
 			status = http.StatusInternalServerError
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -450,6 +458,15 @@ func (h *StreamableHandler) streamDeadline(ctx context.Context) (time.Time, bool
 	return d, !d.IsZero()
 }
 
+// sink receives the related messages of a request (progress, logs,
+// server-to-client requests) and delivers them on the request's response
+// stream. Implementations are safe for concurrent use.
+type sink interface {
+	send(ctx context.Context, msg []byte) error
+	// detach closes the wire early, where the transport can resume.
+	detach()
+}
+
 // outStream is the response of one POST request: JSON until the first
 // related message, then an SSE stream whose every event is first appended
 // to the stream's log. Its methods are safe for concurrent use; the mutex
@@ -476,7 +493,7 @@ func (o *outStream) upgradeLocked() {
 	}
 	o.isSSE = true
 	o.sse.start()
-	if o.session.ProtocolVersion() >= "2025-11-25" {
+	if version(o.session.ProtocolVersion()).primesStreams() {
 		// Priming event: the client can resume from here even if the
 		// stream breaks before the first message.
 		if err := o.sse.prime(eventID(o.streamID, 0), o.h.opts.RetryInterval); err != nil {

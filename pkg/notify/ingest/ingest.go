@@ -21,6 +21,10 @@ type Options struct {
 	// Now is the clock, used for a record without a Timestamp. Nil means
 	// time.Now.
 	Now func() time.Time
+	// Tools are the tools a tools registry item may enable, disable or
+	// re-describe: those the MCP server registers in code. Nil means
+	// BuiltinTools.
+	Tools []string
 	// FanOutConcurrency is how many subscribed sessions one event's
 	// fan-out notifies at a time (two store requests each). Default:
 	// DefaultFanOutConcurrency.
@@ -38,6 +42,7 @@ type Ingester struct {
 	store       notify.Store
 	logger      *slog.Logger
 	now         func() time.Time
+	tools       []string
 	concurrency int
 }
 
@@ -46,7 +51,10 @@ func New(store notify.Store, opts *Options) *Ingester {
 	if opts == nil {
 		opts = &Options{}
 	}
-	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now, concurrency: opts.FanOutConcurrency}
+	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now, tools: opts.Tools, concurrency: opts.FanOutConcurrency}
+	if in.tools == nil {
+		in.tools = BuiltinTools
+	}
 	if in.concurrency < 1 {
 		in.concurrency = DefaultFanOutConcurrency
 	}
@@ -125,7 +133,7 @@ func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup bool
 	if sns.MessageID == "" {
 		return false, invalidf("MessageId", "empty")
 	}
-	msg, err := Parse(sns.TopicArn, sns.Message)
+	msg, err := parse(sns.TopicArn, sns.Message, in.tools)
 	if err != nil {
 		return false, err
 	}
