@@ -54,17 +54,21 @@ type interopEnv struct {
 }
 
 // startInterop starts the cluster. The processes poll often and trust
-// their registry copy briefly, so that pushes arrive quickly.
-func startInterop(t *testing.T) *interopEnv {
+// their registry copy briefly, so that pushes arrive quickly. They hold an
+// idle GET stream for 60 s (MCPUSH_STREAM_HOLD), so that the flows that
+// kill the process serving a client's stream know which one it is;
+// extraEnv (e.g. another MCPUSH_STREAM_HOLD) comes after, and wins.
+func startInterop(t *testing.T, extraEnv ...string) *interopEnv {
 	t.Helper()
 	e := &interopEnv{start: time.Now(), storeEnv: SQLiteStore().Env(t)}
 	e.ingest = testenv.BuildBinary(t, "./functions/sns-ingest")
 	e.c = StartCluster(t, interopInstances, &ClusterOptions{
-		Env: append(slices.Clone(e.storeEnv),
+		Env: append(append(slices.Clone(e.storeEnv),
 			"MCPUSH_FIXTURES=conformance",
 			"MCPUSH_POLL_INTERVAL=50ms",
 			"MCPUSH_REGISTRY_REFRESH=100ms",
-			interopGORACE()),
+			"MCPUSH_STREAM_HOLD=60s",
+			interopGORACE()), extraEnv...),
 		ReadyPath: "/healthz",
 	})
 	e.p = NewProxy(t, e.c.BaseURLs()...)

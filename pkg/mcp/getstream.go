@@ -109,27 +109,25 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 	}
 	// Hold policy (see StreamableOptions.StreamHold): a resumable GET
 	// stream stays open StreamHold after it opens fresh or last sends a
-	// message; a resumed one with nothing to send ends after one check.
-	hold := time.Duration(-1)
+	// message; a resumed one starts idle, so that with nothing to send it
+	// ends after one check.
+	hold, idle := time.Duration(-1), false
 	if stream == getStream && resumable && h.opts.StreamHold >= 0 {
-		hold = h.opts.StreamHold
-		if resume {
-			hold = 0
-		}
+		hold, idle = h.opts.StreamHold, resume
 	}
-	h.pump(ctx, sse, ss, stream, after, mine, hold)
+	h.pump(ctx, sse, ss, stream, after, mine, hold, idle)
 }
 
 // pump copies a stream's log to the client, polling for what other
 // processes append, until the client leaves, the stream is taken over or
 // finished, the session ends, or the stream must close (then with
 // "retry:"): before a deadline, or, when hold >= 0, once hold has passed
-// since the stream started or last sent a message.
+// since the stream started (unless it starts idle) or last sent a message.
 //
 // A GET stream's poll is one read (GetSession, which reports the log's
 // head), plus a ReadEvents only when there is something new; a registry
 // change is noticed from this process's cached registry hashes.
-func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *ServerSession, stream string, after, mine int64, hold time.Duration) {
+func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *ServerSession, stream string, after, mine int64, hold time.Duration, idle bool) {
 	store := h.srv.store
 	var deadline <-chan time.Time
 	if d, ok := h.streamDeadline(ctx); ok {
@@ -142,6 +140,9 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 	lastWrite := time.Now()
 	lastCheck := time.Now()
 	active := time.Now() // when the stream last sent a message (or started)
+	if idle {
+		active = active.Add(-hold)
+	}
 	// Record what this stream wrote on every way out, even when the
 	// client has gone (ctx is cancelled then).
 	var written, marked int64
