@@ -58,8 +58,9 @@ type watcher struct {
 	asJSON bool
 	topics map[string]bool
 
-	mu   sync.Mutex
-	last map[string]int64 // per topic, the last sequence printed
+	mu    sync.Mutex
+	last  map[string]int64 // per topic, the last sequence printed
+	ready bool             // the baseline is set
 }
 
 // cmdWatch subscribes to events://T for each topic and prints events and
@@ -82,6 +83,17 @@ func cmdWatch(ctx context.Context, e *env, c *common, topics []string, asJSON bo
 		return err
 	}
 	client.AddNotificationHandler("notifications/message", w.onMessage)
+	client.AddNotificationHandler("notifications/resources/updated", w.onUpdated)
+	// 2026 era: a listen stream (re)opened after a gap replays nothing;
+	// read what each topic got meanwhile.
+	client.AddNotificationHandler("notifications/subscriptions/acknowledged", func(ctx context.Context, cs *mcp.ClientSession, _ string, _ json.RawMessage) {
+		w.mu.Lock()
+		ready := w.ready
+		w.mu.Unlock()
+		if ready {
+			w.catchUp(ctx, cs)
+		}
+	})
 	client.AddNotificationHandler("notifications/tools/list_changed", listChanged("tools"))
 	client.AddNotificationHandler("notifications/prompts/list_changed", listChanged("prompts"))
 	client.AddNotificationHandler("notifications/resources/list_changed", listChanged("resources"))
@@ -132,6 +144,7 @@ func (w *watcher) baseline(ctx context.Context, cs *mcp.ClientSession) error {
 			w.last[t.Name] = t.LastSequence
 		}
 	}
+	w.ready = true
 	return nil
 }
 
@@ -160,6 +173,24 @@ func (w *watcher) onMessage(ctx context.Context, cs *mcp.ClientSession, _ string
 		return
 	}
 	w.emit(&watchEvent{Type: "event", Topic: ev.Topic, Sequence: ev.Sequence, MessageID: ev.MessageID, ReceivedAt: ev.ReceivedAt, Data: ev.Payload})
+}
+
+// onUpdated reads a topic's new events when its resource changed. In the
+// 2025 era the events themselves follow as notifications/message; the
+// 2026 era's listen stream carries only resources/updated.
+func (w *watcher) onUpdated(ctx context.Context, cs *mcp.ClientSession, _ string, params json.RawMessage) {
+	if cs.InitializeResult().ProtocolVersion < "2026" {
+		return
+	}
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	if topic, ok := strings.CutPrefix(p.URI, "events://"); ok && w.topics[topic] {
+		w.fill(ctx, cs, topic, 0)
+	}
 }
 
 // catchUp prints what a replaced session missed, for every topic.

@@ -134,7 +134,7 @@ func measureIdle(tb testing.TB, b backend, cycles int) idleFigures {
 	f.dollars, f.invocations = idleMonth(f.retry, f.held, f.reads, f.writes)
 
 	msg := `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"events://orders"}}`
-	if _, _, err := b.store.Append(context.Background(), sid, notify.GetStream, [][]byte{[]byte(msg)}, nil); err != nil {
+	if _, _, err := b.store.Append(context.Background(), sid, notify.SessionStream, [][]byte{[]byte(msg)}, nil); err != nil {
 		tb.Fatal(err)
 	}
 	appended := time.Now()

@@ -24,9 +24,9 @@ import (
 // (ClientOptions.ProgressNotificationHandler, LoggingMessageHandler,
 // ResourceUpdatedHandler, ToolListChangedHandler, PromptListChangedHandler).
 //
-// The client asks for protocol 2025-11-25 (ClientSessionOptions), the
-// sessions and GET stream tested here: by default it would use mcpush's
-// 2026-07-28 era (server/discover, subscriptions/listen).
+// The client is pinned to 2025-11-25 (ClientSessionOptions.ProtocolVersion):
+// its default, 2026-07-28, would serve it statelessly instead (see
+// TestInteropGoSDK2026).
 func TestInteropGoSDK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping interop tests in -short mode")
@@ -60,7 +60,7 @@ func TestInteropGoSDK(t *testing.T) {
 			cs, err := client.Connect(ctx, &gosdk.StreamableClientTransport{
 				Endpoint:   e.url,
 				HTTPClient: &http.Client{Transport: rt},
-			}, &gosdk.ClientSessionOptions{ProtocolVersion: interopProtocol})
+			}, &gosdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 			done <- connected{cs, err}
 		}()
 		stream = e.releaseGET(t, rec, rt, 0)

@@ -53,12 +53,12 @@ type interopEnv struct {
 	start    time.Time
 }
 
-// startInterop starts the cluster. The processes poll often and trust
-// their registry copy briefly, so that pushes arrive quickly. They hold an
-// idle GET stream for 60 s (MCPUSH_STREAM_HOLD), so that the flows that
-// kill the process serving a client's stream know which one it is;
-// extraEnv (e.g. another MCPUSH_STREAM_HOLD) comes after, and wins.
-func startInterop(t *testing.T, extraEnv ...string) *interopEnv {
+// startInterop starts the cluster, with env added to the processes'
+// environment (it comes last, and wins). The processes poll often and
+// trust their registry copy briefly, so that pushes arrive quickly. They
+// hold an idle GET stream for 60 s (MCPUSH_STREAM_HOLD), so that the flows
+// that kill the process serving a client's stream know which one it is.
+func startInterop(t *testing.T, env ...string) *interopEnv {
 	t.Helper()
 	e := &interopEnv{start: time.Now(), storeEnv: SQLiteStore().Env(t)}
 	e.ingest = testenv.BuildBinary(t, "./functions/sns-ingest")
@@ -68,7 +68,10 @@ func startInterop(t *testing.T, extraEnv ...string) *interopEnv {
 			"MCPUSH_POLL_INTERVAL=50ms",
 			"MCPUSH_REGISTRY_REFRESH=100ms",
 			"MCPUSH_STREAM_HOLD=60s",
-			interopGORACE()), extraEnv...),
+			// One requestState key on every process: a 2026-era retry may
+			// land on any of them.
+			"MCPUSH_STATE_KEYS=interop-test-key-0123456789abcdef",
+			interopGORACE()), env...),
 		ReadyPath: "/healthz",
 	})
 	e.p = NewProxy(t, e.c.BaseURLs()...)

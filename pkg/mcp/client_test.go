@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,31 +8,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/mcp"
 )
-
-// syncBuffer is a goroutine-safe log destination.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestClientAgainstServer joins the client and mcpush's server over real
 // HTTP (two server "processes" on one SQLite file): initialize, list, a
@@ -43,7 +24,7 @@ func TestClientAgainstServer(t *testing.T) {
 	c := newCluster(t, 2)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &testutil.LockedBuffer{}
 	client := mcp.NewClient(&mcp.Implementation{Name: "client-test", Version: "1"}, &mcp.ClientOptions{
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		CreateMessageHandler: func(ctx context.Context, cs *mcp.ClientSession, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
@@ -159,5 +140,49 @@ func deleteSession(t *testing.T, url, id string) {
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		t.Fatalf("DELETE: %d", resp.StatusCode)
+	}
+}
+
+// TestClientAutoMode: ClientModeAuto against mcpush's server ends in the
+// era the server speaks: the 2026 era if it answers server/discover with
+// 2026-07-28, otherwise (an error answer) the 2025 era by initialize.
+// Either way the session works.
+func TestClientAutoMode(t *testing.T) {
+	c := newCluster(t, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	want := mcp.LatestProtocolVersion
+	req, _ := http.NewRequest(http.MethodPost, c.urls[0], strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "server/discover")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Result struct {
+			SupportedVersions []string `json:"supportedVersions"`
+		} `json:"result"`
+	}
+	json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK && slices.Contains(body.Result.SupportedVersions, "2026-07-28") {
+		want = "2026-07-28"
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "auto", Version: "1"}, &mcp.ClientOptions{Mode: mcp.ClientModeAuto, Logger: slog.New(slog.DiscardHandler)})
+	cs, err := client.Connect(ctx, c.urls[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	if got := cs.InitializeResult().ProtocolVersion; got != want {
+		t.Errorf("auto mode chose %s, want %s (server/discover answered %d %v)", got, want, resp.StatusCode, body.Result.SupportedVersions)
+	}
+	res, err := cs.CallTool(ctx, "echo", map[string]any{"text": "auto"}, nil)
+	if err != nil || res.IsError {
+		t.Errorf("echo: %v %+v", err, res)
 	}
 }

@@ -68,18 +68,13 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 		// running stops at our record without writing more.
 		seq, _, err := h.srv.store.Append(ctx, ss.ID(), getStream, [][]byte{takeover}, nil)
 		if err != nil {
-			if errors.Is(err, notify.ErrNotFound) {
-				httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
-				return
-			}
-			h.srv.log.ErrorContext(ctx, "opening GET stream", "session", ss.ID(), "err", err)
-			httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: opening stream")
+			h.storeFailure(w, r, err, "opening GET stream", "session", ss.ID())
 			return
 		}
 		mine = seq
 		fresh, err := h.srv.store.GetSession(ctx, ss.ID())
 		if err != nil {
-			httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
+			h.storeFailure(w, r, err, "opening GET stream", "session", ss.ID())
 			return
 		}
 		ss.state = fresh

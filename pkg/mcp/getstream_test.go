@@ -43,7 +43,7 @@ func TestGetStreamHold(t *testing.T) {
 	}
 	appendMsg := func(n int) string {
 		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/message", "params": map[string]any{"level": "info", "data": n}})
-		if _, _, err := store.Append(ctx, sid, notify.GetStream, [][]byte{msg}, nil); err != nil {
+		if _, _, err := store.Append(ctx, sid, notify.SessionStream, [][]byte{msg}, nil); err != nil {
 			t.Fatal(err)
 		}
 		return string(msg)

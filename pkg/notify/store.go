@@ -32,12 +32,6 @@ const (
 	OpReplace = "replace" // the items become the whole registry
 )
 
-// GetStream is the id of a session's standalone GET stream: the log that
-// server-initiated messages (event notifications, list_changed) go to.
-// GetSession reports its head, so that one read tells an idle stream's
-// poll whether there is anything new.
-const GetStream = "g"
-
 // Session is the durable state of one 2025-era MCP session.
 type Session struct {
 	ID        string // at least 128 random bits, URL-safe
@@ -57,7 +51,7 @@ type Session struct {
 	Subscriptions  []string          // resource URIs, sorted (Subscribe/Unsubscribe)
 	NotifiedHashes map[string]string // registry kind -> last notified hash (Append with HashCAS)
 	Delivered      int64             // highest GET-stream seq written to a client (MarkDelivered)
-	StreamHead     int64             // seq of the last event of the GetStream log; 0 when there is none
+	StreamHead     int64             // seq of the last event of the SessionStream log; 0 when there is none
 }
 
 // Event is one entry of a stream log.
@@ -131,7 +125,7 @@ type Store interface {
 	CreateSession(ctx context.Context, s *Session) error
 	// GetSession returns a session; ErrNotFound when missing, deleted or
 	// expired. One read, which also reports the head of the session's
-	// GetStream log (Session.StreamHead): an idle stream's whole poll.
+	// SessionStream log (Session.StreamHead): an idle stream's whole poll.
 	GetSession(ctx context.Context, id string) (*Session, error)
 	// UpdateSession writes the mutable profile of s (ProtocolVersion,
 	// ClientInfo, ClientCapabilities, LogLevel, Initialized, ExpiresAt)

@@ -31,14 +31,8 @@ const (
 // Topic.UpdatedAt is the store's clock at the latest append.
 func (s *Store) AppendTopicEvent(ctx context.Context, topic, messageID string, receivedAt time.Time, data json.RawMessage) (ev notify.TopicEvent, created bool, err error) {
 	defer wrap(&err, "dynamostore: AppendTopicEvent(%q, %q)", topic, messageID)
-	if topic == "" {
-		return ev, false, invalid("empty topic")
-	}
-	if messageID == "" {
-		return ev, false, invalid("empty message id")
-	}
-	if len(data) > notify.MaxItemBytes {
-		return ev, false, tooLarge("event", len(data), notify.MaxItemBytes)
+	if err := notify.CheckTopicEvent(topic, messageID, data); err != nil {
+		return ev, false, err
 	}
 	headKey := key(topicsPK, part(topic))
 	cacheKey := topicsPK + "|" + part(topic)
@@ -182,11 +176,8 @@ func topicEventOf(topic string, it item) notify.TopicEvent {
 // notify.ErrInvalid.
 func (s *Store) ReadTopicEvents(ctx context.Context, topic string, after int64, limit int) (_ []notify.TopicEvent, err error) {
 	defer wrap(&err, "dynamostore: ReadTopicEvents(%q, %d, %d)", topic, after, limit)
-	if topic == "" {
-		return nil, invalid("empty topic")
-	}
-	if limit < 1 {
-		return nil, invalid("limit %d", limit)
+	if err := notify.CheckTopicRead(topic, limit); err != nil {
+		return nil, err
 	}
 	after = max(after, 0)
 	if after == math.MaxInt64 {

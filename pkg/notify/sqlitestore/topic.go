@@ -15,14 +15,8 @@ import (
 // Topic.UpdatedAt is the store's clock at the latest append.
 func (s *Store) AppendTopicEvent(ctx context.Context, topic, messageID string, receivedAt time.Time, data json.RawMessage) (ev notify.TopicEvent, created bool, err error) {
 	defer wrap(&err, "sqlitestore: AppendTopicEvent(%q, %q)", topic, messageID)
-	if topic == "" {
-		return ev, false, invalid("empty topic")
-	}
-	if messageID == "" {
-		return ev, false, invalid("empty message id")
-	}
-	if len(data) > notify.MaxItemBytes {
-		return ev, false, tooLarge("topic event", len(data))
+	if err := notify.CheckTopicEvent(topic, messageID, data); err != nil {
+		return ev, false, err
 	}
 	now := s.now()
 	nowN, exp := toNanos(now), toNanos(now.Add(s.topicTTL))
@@ -73,11 +67,8 @@ func (s *Store) AppendTopicEvent(ctx context.Context, topic, messageID string, r
 // is refused with notify.ErrInvalid.
 func (s *Store) ReadTopicEvents(ctx context.Context, topic string, after int64, limit int) (_ []notify.TopicEvent, err error) {
 	defer wrap(&err, "sqlitestore: ReadTopicEvents(%q, %d, %d)", topic, after, limit)
-	if topic == "" {
-		return nil, invalid("empty topic")
-	}
-	if limit < 1 {
-		return nil, invalid("limit %d", limit)
+	if err := notify.CheckTopicRead(topic, limit); err != nil {
+		return nil, err
 	}
 	rows, err := s.st.readTopicEvents.QueryContext(ctx, topic, after, toNanos(s.now()), limit)
 	if err != nil {

@@ -295,7 +295,7 @@ func testSubscriptions(t *testing.T, s *suite) {
 	checkSubscribers(t, st, a, "s3")
 }
 
-// testStreamHead: GetSession reports the head of the session's GetStream
+// testStreamHead: GetSession reports the head of the session's SessionStream
 // log, and only of that stream and that session.
 func testStreamHead(t *testing.T, s *suite) {
 	st := s.store(t)
@@ -308,10 +308,10 @@ func testStreamHead(t *testing.T, s *suite) {
 		want            map[string]int64 // session -> StreamHead after the step
 	}{
 		{"", "", 0, map[string]int64{"s1": 0, "s2": 0}},
-		{"s1", notify.GetStream, 2, map[string]int64{"s1": 2, "s2": 0}},
+		{"s1", notify.SessionStream, 2, map[string]int64{"s1": 2, "s2": 0}},
 		{"s1", "other", 5, map[string]int64{"s1": 2, "s2": 0}},
-		{"s2", notify.GetStream, 1, map[string]int64{"s1": 2, "s2": 1}},
-		{"s1", notify.GetStream, 3, map[string]int64{"s1": 5, "s2": 1}},
+		{"s2", notify.SessionStream, 1, map[string]int64{"s1": 2, "s2": 1}},
+		{"s1", notify.SessionStream, 3, map[string]int64{"s1": 5, "s2": 1}},
 	}
 	for i, step := range steps {
 		if step.n > 0 {
