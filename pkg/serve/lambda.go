@@ -53,6 +53,9 @@ type LambdaOptions struct {
 	// RetryInterval is the reconnection delay sent in "retry:" fields;
 	// 0 means pkg/mcp's default (1s).
 	RetryInterval time.Duration
+	// StreamHold is mcp.StreamableOptions.StreamHold: how long an idle
+	// GET stream stays open after activity. 0 means pkg/mcp's default.
+	StreamHold time.Duration
 	// Logger receives the access log (one record per request) and
 	// panics. Nil means slog.Default(). Wrap its handler in a
 	// RequestIDHandler (NewLogger does) to get the Lambda request id on
@@ -133,6 +136,7 @@ func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, err
 		AllowedOrigins: opts.AllowedOrigins,
 		Authenticator:  auth,
 		RetryInterval:  retry,
+		StreamHold:     opts.StreamHold,
 	}
 	getOpts := base
 	getOpts.MaxStreamDuration = getWindow
