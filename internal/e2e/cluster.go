@@ -160,6 +160,14 @@ func startCluster(t testing.TB, n int, opts *ClusterOptions) (*Cluster, error) {
 // Len returns the number of processes.
 func (c *Cluster) Len() int { return len(c.procs) }
 
+// Pid returns the process id of server process i (its current run).
+func (c *Cluster) Pid(i int) int {
+	if cmd := c.procs[i].cmd; cmd != nil && cmd.Process != nil {
+		return cmd.Process.Pid
+	}
+	return 0
+}
+
 // Addr returns the host:port of process i.
 func (c *Cluster) Addr(i int) string { return c.procs[i].addr }
 

@@ -54,8 +54,10 @@ type interopEnv struct {
 }
 
 // startInterop starts the cluster, with env added to the processes'
-// environment. The processes poll often and trust their registry copy
-// briefly, so that pushes arrive quickly.
+// environment (it comes last, and wins). The processes poll often and
+// trust their registry copy briefly, so that pushes arrive quickly. They
+// hold an idle GET stream for 60 s (MCPUSH_STREAM_HOLD), so that the flows
+// that kill the process serving a client's stream know which one it is.
 func startInterop(t *testing.T, env ...string) *interopEnv {
 	t.Helper()
 	e := &interopEnv{start: time.Now(), storeEnv: SQLiteStore().Env(t)}
@@ -65,6 +67,7 @@ func startInterop(t *testing.T, env ...string) *interopEnv {
 			"MCPUSH_FIXTURES=conformance",
 			"MCPUSH_POLL_INTERVAL=50ms",
 			"MCPUSH_REGISTRY_REFRESH=100ms",
+			"MCPUSH_STREAM_HOLD=60s",
 			// One requestState key on every process: a 2026-era retry may
 			// land on any of them.
 			"MCPUSH_STATE_KEYS=interop-test-key-0123456789abcdef",

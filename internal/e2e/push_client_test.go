@@ -515,6 +515,7 @@ func (s *pushStream) receive(ev pushSSEEvent, at time.Time) {
 }
 
 func pushStreamSeq(id string) (int64, bool) {
+	id, _, _ = strings.Cut(id, "~") // a GET stream's tag (pkg/mcp getEventID)
 	i := strings.LastIndexByte(id, '.')
 	if i < 0 {
 		return 0, false

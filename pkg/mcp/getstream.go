@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"time"
 
@@ -30,6 +31,9 @@ func isResponse(data []byte) bool {
 	return json.Unmarshal(data, &m) == nil && m.Method == "" && m.ID != nil
 }
 
+// DefaultStreamHold is the default StreamableOptions.StreamHold.
+const DefaultStreamHold = 5 * time.Second
+
 // readBatch is how many log entries one poll reads.
 const readBatch = 100
 
@@ -38,6 +42,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 		httpError(w, http.StatusNotAcceptable, CodeInvalidRequest, "Not Acceptable: Accept must include text/event-stream")
 		return
 	}
+	// One read: the session, with the head of its GET stream log.
 	ss := h.session(w, r, principal)
 	if ss == nil {
 		return
@@ -55,42 +60,69 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 	defer h.streams.Done()
 	ctx := r.Context()
 	mine := int64(-1) // a POST stream being resumed has no takeover record
-	if stream == getStream {
+	if stream == getStream && !resume {
+		// A fresh GET stream takes over: it appends a takeover record,
+		// which ends any GET stream of the session that reads it, and
+		// delivers from where delivery stopped, read after the record: a
+		// stream that delivered up to here has recorded it, and one still
+		// running stops at our record without writing more.
 		seq, _, err := h.srv.store.Append(ctx, ss.ID(), getStream, [][]byte{takeover}, nil)
 		if err != nil {
 			h.storeFailure(w, r, err, "opening GET stream", "session", ss.ID())
 			return
 		}
 		mine = seq
-		if !resume {
-			// Where delivery stopped, read after our takeover record: a
-			// stream that delivered up to here has recorded it, and one
-			// still running stops at our record without writing more.
-			fresh, err := h.srv.store.GetSession(ctx, ss.ID())
-			if err != nil {
-				h.storeFailure(w, r, err, "opening GET stream", "session", ss.ID())
-				return
-			}
-			ss.state = fresh
-			after = fresh.Delivered
+		fresh, err := h.srv.store.GetSession(ctx, ss.ID())
+		if err != nil {
+			h.storeFailure(w, r, err, "opening GET stream", "session", ss.ID())
+			return
+		}
+		ss.state = fresh
+		after = fresh.Delivered
+	} else if stream == getStream {
+		// A resumed GET stream writes nothing to open: its position is in
+		// its Last-Event-ID, with the takeover record of the stream that
+		// sent it. It yields to any later takeover record: a fresh GET
+		// stream opened since.
+		mine = after
+		if owner, ok := eventOwner(r.Header.Get("Last-Event-ID")); ok {
+			mine = max(mine, owner)
 		}
 	}
 	h.srv.touch(ctx, ss)
 	sse := newSSEWriter(w)
 	sse.start()
-	if version(ss.ProtocolVersion()).primesStreams() {
-		if sse.prime(eventID(stream, after), h.opts.RetryInterval) != nil {
+	resumable := version(ss.ProtocolVersion()).primesStreams()
+	if resumable {
+		id := eventID(stream, after)
+		if stream == getStream {
+			id = getEventID(after, mine, time.Now().UnixNano())
+		}
+		if sse.prime(id, h.opts.RetryInterval) != nil {
 			return
 		}
 	}
-	h.pump(ctx, sse, ss, stream, after, mine)
+	// Hold policy (see StreamableOptions.StreamHold): a resumable GET
+	// stream stays open StreamHold after it opens fresh or last sends a
+	// message; a resumed one starts idle, so that with nothing to send it
+	// ends after one check.
+	hold, idle := time.Duration(-1), false
+	if stream == getStream && resumable && h.opts.StreamHold >= 0 {
+		hold, idle = h.opts.StreamHold, resume
+	}
+	h.pump(ctx, sse, ss, stream, after, mine, hold, idle)
 }
 
 // pump copies a stream's log to the client, polling for what other
 // processes append, until the client leaves, the stream is taken over or
-// finished, the session ends, or the stream must close before a deadline
-// (then with "retry:").
-func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *ServerSession, stream string, after, mine int64) {
+// finished, the session ends, or the stream must close (then with
+// "retry:"): before a deadline, or, when hold >= 0, once hold has passed
+// since the stream started (unless it starts idle) or last sent a message.
+//
+// A GET stream's poll is one read (GetSession, which reports the log's
+// head), plus a ReadEvents only when there is something new; a registry
+// change is noticed from this process's cached registry hashes.
+func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *ServerSession, stream string, after, mine int64, hold time.Duration, idle bool) {
 	store := h.srv.store
 	var deadline <-chan time.Time
 	if d, ok := h.streamDeadline(ctx); ok {
@@ -102,6 +134,10 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 	defer poll.Stop()
 	lastWrite := time.Now()
 	lastCheck := time.Now()
+	active := time.Now() // when the stream last sent a message (or started)
+	if idle {
+		active = active.Add(-hold)
+	}
 	// Record what this stream wrote on every way out, even when the
 	// client has gone (ctx is cancelled then).
 	var written, marked int64
@@ -116,6 +152,7 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 		marked = written
 	}
 	defer mark()
+	first := true // the session state is fresh: serveGET just read it
 	for {
 		select {
 		case <-ctx.Done():
@@ -128,12 +165,17 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 			return
 		case <-poll.C:
 		}
+		var (
+			evs []notify.Event
+			err error
+		)
 		if stream == getStream {
-			if err := h.srv.notifyChanges(ctx, ss); err != nil && ctx.Err() == nil {
-				h.srv.log.WarnContext(ctx, "checking registry changes", "session", ss.ID(), "err", err)
-			}
+			evs, err = h.srv.pollGetLog(ctx, ss, after, first)
+			lastCheck = time.Now()
+		} else {
+			evs, err = store.ReadEvents(ctx, ss.ID(), stream, after, readBatch)
 		}
-		evs, err := store.ReadEvents(ctx, ss.ID(), stream, after, readBatch)
+		first = false
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, notify.ErrNotFound) {
 				return // the client left, or the session was deleted
@@ -154,16 +196,35 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 			if isControl(ev.Data) {
 				continue
 			}
-			if sse.event(eventID(stream, ev.Seq), ev.Data) != nil {
+			id := eventID(stream, ev.Seq)
+			if stream == getStream && ev.Seq < mine {
+				// Delivered before this stream's own takeover record:
+				// tag the id, so that a stream resumed from it does not
+				// yield to that record.
+				id = getEventID(ev.Seq, mine, 0)
+			}
+			if sse.event(id, ev.Data) != nil {
 				return
 			}
 			lastWrite = time.Now()
+			active = lastWrite
 			written = ev.Seq
 			if stream != getStream && isResponse(ev.Data) {
 				return // the request's stream is complete
 			}
 		}
 		mark()
+		if len(evs) == readBatch {
+			poll.Reset(0)
+			continue
+		}
+		if hold >= 0 && time.Since(active) >= hold {
+			// Idle: end the stream; the client comes back after the retry
+			// interval, from where the log was read (past any control
+			// records), and its reconnection checks once.
+			sse.prime(getEventID(after, mine, time.Now().UnixNano()), h.opts.RetryInterval)
+			return
+		}
 		if time.Since(lastWrite) >= h.opts.KeepAlive {
 			if sse.comment("keepalive") != nil {
 				return
@@ -179,14 +240,45 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 			}
 			if err == nil {
 				ss.state = fresh
-				h.srv.touch(ctx, ss)
 			}
 			lastCheck = time.Now()
 		}
-		if len(evs) == readBatch {
-			poll.Reset(0)
-		} else {
-			poll.Reset(h.srv.opts.PollInterval)
+		// Amortised: writes only when half the idle timeout has passed.
+		h.srv.touch(ctx, ss)
+		poll.Reset(h.srv.opts.PollInterval)
+	}
+}
+
+// pollGetLog is one poll of a session's GET stream log (a GET stream's or
+// a listen stream's): it returns up to readBatch events after after. It
+// reads the session (one read, which reports the log's head and refreshes
+// ss's state) unless fresh says ss's state was just read, puts any
+// list_changed due into the log (from this process's cached registry
+// hashes), and reads the log only when it has something after after. An
+// idle poll is thus one read. ErrNotFound when the session is gone.
+func (s *Server) pollGetLog(ctx context.Context, ss *ServerSession, after int64, fresh bool) ([]notify.Event, error) {
+	read := false
+	if !fresh {
+		st, err := s.store.GetSession(ctx, ss.ID())
+		switch {
+		case errors.Is(err, notify.ErrNotFound):
+			return nil, err
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			s.log.WarnContext(ctx, "polling session", "session", ss.ID(), "err", err)
+			read = true // decide on the log itself
+		default:
+			ss.state = st
 		}
 	}
+	notified := maps.Clone(ss.state.NotifiedHashes)
+	if err := s.notifyChanges(ctx, ss); err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "checking registry changes", "session", ss.ID(), "err", err)
+	}
+	if !read && ss.state.StreamHead <= after && maps.Equal(notified, ss.state.NotifiedHashes) {
+		return nil, nil
+	}
+	return s.store.ReadEvents(ctx, ss.ID(), getStream, after, readBatch)
 }

@@ -228,11 +228,8 @@ func (l *listenStream) result() []byte {
 // subscription id. cancelled reports a notifications/cancelled; more
 // that a full batch was read.
 func (l *listenStream) next(ctx context.Context) (msgs [][]byte, cancelled, more bool, err error) {
-	s := l.srv
-	if err := s.notifyChanges(ctx, l.sess); err != nil && ctx.Err() == nil {
-		s.log.WarnContext(ctx, "checking registry changes", "stream", l.sess.ID(), "err", err)
-	}
-	evs, err := s.store.ReadEvents(ctx, l.sess.ID(), getStream, l.after, readBatch)
+	// One read when there is nothing new (see pollGetLog).
+	evs, err := l.srv.pollGetLog(ctx, l.sess, l.after, false)
 	if err != nil {
 		return nil, false, false, err
 	}

@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -81,8 +82,44 @@ func eventID(stream string, seq int64) string {
 	return stream + "." + strconv.FormatInt(seq, 10)
 }
 
-// parseEventID splits a Last-Event-ID into stream and seq.
+// getEventID names an event of a GET stream: eventID(getStream, seq) and a
+// tag, "g.<seq>~<owner>[.<nonce>]" (base 36). owner is the seq of the
+// takeover record of the stream that sent it, so that a stream resumed
+// from it yields only to a takeover record appended after that one. A
+// priming event's id adds a nonce that differs on every stream: a client
+// that counts reconnections without a new event id as failures (the Go
+// SDK gives up after a few) sees progress on every idle reconnection. The
+// tag does not change the position the id resumes from.
+func getEventID(seq, owner int64, nonce int64) string {
+	id := eventID(getStream, seq) + "~" + strconv.FormatInt(max(owner, 0), 36)
+	if nonce != 0 {
+		id += "." + strconv.FormatInt(nonce&math.MaxInt64, 36)
+	}
+	return id
+}
+
+// eventOwner returns the owner in the tag of a GET stream's event id (see
+// getEventID); ok is false when the id has no tag.
+func eventOwner(id string) (owner int64, ok bool) {
+	_, tag, found := strings.Cut(id, "~")
+	if !found {
+		return 0, false
+	}
+	tag, _, _ = strings.Cut(tag, ".")
+	owner, err := strconv.ParseInt(tag, 36, 64)
+	return owner, err == nil && owner >= 0
+}
+
+// parseEventID splits a Last-Event-ID into stream and seq, checking and
+// then ignoring the tag of a GET stream's event id (see getEventID).
 func parseEventID(id string) (stream string, seq int64, ok bool) {
+	if i := strings.IndexByte(id, '~'); i >= 0 {
+		owner, nonce, hasNonce := strings.Cut(id[i+1:], ".")
+		if !base36(owner) || (hasNonce && !base36(nonce)) {
+			return "", 0, false
+		}
+		id = id[:i]
+	}
 	i := strings.LastIndexByte(id, '.')
 	if i <= 0 {
 		return "", 0, false
@@ -98,4 +135,14 @@ func parseEventID(id string) (stream string, seq int64, ok bool) {
 		}
 	}
 	return stream, seq, true
+}
+
+// base36 reports whether s is a non-empty string of base-36 digits.
+func base36(s string) bool {
+	for _, r := range s {
+		if !(('a' <= r && r <= 'z') || ('0' <= r && r <= '9')) {
+			return false
+		}
+	}
+	return s != "" && len(s) <= 13
 }

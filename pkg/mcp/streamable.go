@@ -58,6 +58,18 @@ type StreamableOptions struct {
 	// StreamMargin is how long before a deadline a stream is closed.
 	// Default: 2s.
 	StreamMargin time.Duration
+	// StreamHold is how long a GET stream of a session that can resume
+	// (protocol 2025-11-25 or later) stays open after it opens without
+	// Last-Event-ID or last sends a message, polling the store every
+	// ServerOptions.PollInterval. When it passes with nothing to send, the
+	// stream ends with "retry: RetryInterval"; the client reconnects with
+	// Last-Event-ID, and such a reconnection checks once (one store read,
+	// no write) and ends again unless it has something to send, which it
+	// sends and then holds again. Idle clients thus cost one short request
+	// per RetryInterval instead of a held invocation. Default:
+	// DefaultStreamHold.
+	// Negative: hold until MaxStreamDuration or the request deadline.
+	StreamHold time.Duration
 	// KeepAlive is the interval of SSE comments on an idle GET stream.
 	// Default: 25s.
 	KeepAlive time.Duration
@@ -98,6 +110,9 @@ func NewStreamableHandler(srv *Server, opts *StreamableOptions) *StreamableHandl
 	}
 	if h.opts.StreamMargin <= 0 {
 		h.opts.StreamMargin = 2 * time.Second
+	}
+	if h.opts.StreamHold == 0 {
+		h.opts.StreamHold = DefaultStreamHold
 	}
 	if h.opts.KeepAlive <= 0 {
 		h.opts.KeepAlive = 25 * time.Second

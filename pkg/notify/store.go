@@ -51,6 +51,7 @@ type Session struct {
 	Subscriptions  []string          // resource URIs, sorted (Subscribe/Unsubscribe)
 	NotifiedHashes map[string]string // registry kind -> last notified hash (Append with HashCAS)
 	Delivered      int64             // highest GET-stream seq written to a client (MarkDelivered)
+	StreamHead     int64             // seq of the last event of the SessionStream log; 0 when there is none
 }
 
 // Event is one entry of a stream log.
@@ -123,7 +124,8 @@ type Store interface {
 	// taken. Subscriptions, NotifiedHashes and Delivered start as given.
 	CreateSession(ctx context.Context, s *Session) error
 	// GetSession returns a session; ErrNotFound when missing, deleted or
-	// expired. One read.
+	// expired. One read, which also reports the head of the session's
+	// SessionStream log (Session.StreamHead): an idle stream's whole poll.
 	GetSession(ctx context.Context, id string) (*Session, error)
 	// UpdateSession writes the mutable profile of s (ProtocolVersion,
 	// ClientInfo, ClientCapabilities, LogLevel, Initialized, ExpiresAt)

@@ -5,4 +5,6 @@ package notify
 // reaches a session outside a request (registry changes, events fanned out
 // by the ingest, server-to-client messages) is appended to it, and the
 // server's stream pumps read it. Request streams have ids of their own.
+// GetSession reports its head (Session.StreamHead), so that one read
+// tells an idle stream's poll whether there is anything new.
 const SessionStream = "g"

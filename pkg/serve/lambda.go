@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -54,6 +53,9 @@ type LambdaOptions struct {
 	// RetryInterval is the reconnection delay sent in "retry:" fields;
 	// 0 means pkg/mcp's default (1s).
 	RetryInterval time.Duration
+	// StreamHold is mcp.StreamableOptions.StreamHold: how long an idle
+	// GET stream stays open after activity. 0 means pkg/mcp's default.
+	StreamHold time.Duration
 	// Logger receives the access log (one record per request) and
 	// panics. Nil means slog.Default(). Wrap its handler in a
 	// RequestIDHandler (NewLogger does) to get the Lambda request id on
@@ -90,10 +92,6 @@ type LambdaHandler struct {
 	other *mcp.StreamableHandler
 	mux   *http.ServeMux
 }
-
-// ErrBadOption is wrapped by the errors of NewLambdaHandler and
-// OptionsFromEnv for a mode or auth value they do not know.
-var ErrBadOption = errors.New("serve: bad option")
 
 // NewLambdaHandler returns the handler serving srv in Lambda. Call it once,
 // at init, outside the invocation handler, so every invocation of a
@@ -138,6 +136,7 @@ func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, err
 		AllowedOrigins: opts.AllowedOrigins,
 		Authenticator:  auth,
 		RetryInterval:  retry,
+		StreamHold:     opts.StreamHold,
 	}
 	getOpts := base
 	getOpts.MaxStreamDuration = getWindow
@@ -314,10 +313,6 @@ func (w *lambdaWriter) isSSE() bool {
 func isMessageEvent(p []byte) bool {
 	return bytes.HasPrefix(p, []byte("data: {")) || bytes.Contains(p, []byte("\ndata: {"))
 }
-
-// ErrNoIAMCaller is the error of a request without an IAM signer when the
-// function expects one (AuthIAM).
-var ErrNoIAMCaller = errors.New("no IAM caller in the request context (is the Function URL's AuthType AWS_IAM?)")
 
 // IAMAuthenticator is the mcp.Authenticator of a function behind a
 // Function URL (or HTTP API route) with AWS_IAM auth: Lambda has checked

@@ -58,6 +58,9 @@ type LocalOptions struct {
 	Addr           string
 	AllowedHosts   []string // if set, the only Host names accepted
 	AllowedOrigins []string // browser origins accepted ("*": any)
+	// StreamHold is mcp.StreamableOptions.StreamHold: how long an idle
+	// GET stream stays open after activity. 0 means pkg/mcp's default.
+	StreamHold time.Duration
 	// ShutdownTimeout bounds the graceful shutdown once ctx is done;
 	// default 10s.
 	ShutdownTimeout time.Duration
@@ -98,6 +101,7 @@ func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) er
 		LocalhostOnly:  host == "localhost" || (ip != nil && ip.IsLoopback()),
 		AllowedHosts:   opts.AllowedHosts,
 		AllowedOrigins: opts.AllowedOrigins,
+		StreamHold:     opts.StreamHold,
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", handler)
@@ -148,10 +152,16 @@ func NewLogger(w io.Writer) *slog.Logger {
 //	MCPUSH_ALLOWED_HOSTS     comma-separated Host names accepted
 //	MCPUSH_ALLOWED_ORIGINS   comma-separated browser origins accepted
 //	MCPUSH_MAX_GET_STREAM    a Go duration bounding GET streams in Lambda
+//	MCPUSH_STREAM_HOLD       how long an idle GET stream stays open (default 5s)
 //
-// Both loggers are logger. Bad values are errors wrapping ErrBadOption.
+// logger becomes the logger of both modes. Bad values are errors wrapping
+// ErrBadOption.
 func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, error) {
 	maxGET, err := DurationEnv(getenv, "MCPUSH_MAX_GET_STREAM")
+	if err != nil {
+		return nil, err
+	}
+	hold, err := DurationEnv(getenv, "MCPUSH_STREAM_HOLD")
 	if err != nil {
 		return nil, err
 	}
@@ -165,12 +175,14 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 			AllowedHosts:   hosts,
 			AllowedOrigins: origins,
 			MaxGETStream:   maxGET,
+			StreamHold:     hold,
 			Logger:         logger,
 		},
 		Local: LocalOptions{
 			Addr:           getenv("MCPUSH_ADDR"),
 			AllowedHosts:   hosts,
 			AllowedOrigins: origins,
+			StreamHold:     hold,
 			Logger:         logger,
 		},
 	}

@@ -38,6 +38,11 @@ func TestOptionsFromEnv(t *testing.T) {
 			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, AllowedOrigins: []string{"*"}},
 			Local:  LocalOptions{Addr: "127.0.0.1:0", AllowedOrigins: []string{"*"}},
 		}, ""},
+		{"stream hold", map[string]string{"MCPUSH_STREAM_HOLD": "30s"}, &Options{
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, StreamHold: 30 * time.Second},
+			Local:  LocalOptions{StreamHold: 30 * time.Second},
+		}, ""},
+		{"bad stream hold", map[string]string{"MCPUSH_STREAM_HOLD": "-1s"}, nil, `MCPUSH_STREAM_HOLD="-1s"`},
 		{"bad duration", map[string]string{"MCPUSH_MAX_GET_STREAM": "soon"}, nil, `MCPUSH_MAX_GET_STREAM="soon"`},
 		{"negative duration", map[string]string{"MCPUSH_MAX_GET_STREAM": "-1s"}, nil, `MCPUSH_MAX_GET_STREAM="-1s"`},
 	} {

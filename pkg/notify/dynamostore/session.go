@@ -181,8 +181,9 @@ func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem, a
 	}
 }
 
-// GetSession implements notify.Store with one Query: the session item and
-// its subscriptions share a partition and the sk prefix "#".
+// GetSession implements notify.Store with one Query: the session item, its
+// subscriptions and its GET stream's head share a partition and the sk
+// prefix "#".
 func (s *Store) GetSession(ctx context.Context, id string) (_ *notify.Session, err error) {
 	defer wrap(&err, "dynamostore: GetSession(%q)", id)
 	if id == "" {
@@ -198,6 +199,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (_ *notify.Session, e
 	var (
 		meta item
 		subs []string
+		head int64
 	)
 	for {
 		res, err := s.api.Query(ctx, in)
@@ -208,6 +210,8 @@ func (s *Store) GetSession(ctx context.Context, id string) (_ *notify.Session, e
 			switch sk := getS(it, attrSK); {
 			case sk == metaSK:
 				meta = it
+			case sk == getHeadSK:
+				head = getN(it, attrSeq)
 			case strings.HasPrefix(sk, markerPref):
 				subs = append(subs, getS(it, attrURI))
 			}
@@ -235,6 +239,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (_ *notify.Session, e
 		Subscriptions:      subs,
 		NotifiedHashes:     make(map[string]string),
 		Delivered:          getN(meta, attrDelivered),
+		StreamHead:         head,
 	}
 	if m, ok := meta[attrHashes].(*types.AttributeValueMemberM); ok {
 		for kind, v := range m.Value {

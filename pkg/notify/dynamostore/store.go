@@ -12,7 +12,8 @@
 //	pk              sk                  item
 //	S#<session>     #                   session (profile, version, notified hashes, delivered)
 //	S#<session>     #u#<uri>            subscription of the session to uri
-//	S#<session>     h#<stream>          stream head: last sequence number
+//	S#<session>     #h#g                head of the GET stream (notify.SessionStream)
+//	S#<session>     h#<stream>          head of another stream: last sequence number
 //	S#<session>     e#<stream>#<seq>    event (seq zero-padded to 20 digits)
 //	S#<session>     i#<key>             Append idempotency key
 //	S#<session>     m#<key>             mailbox message
@@ -25,8 +26,10 @@
 //	R               m#<kind>#<msg id>   registry message id (idempotency)
 //
 // Everything a session owns shares its partition, so DeleteSession finds it
-// with one Query; the session item and its subscriptions share the sk prefix
-// "#", so GetSession is one Query.
+// with one Query; the session item, its subscriptions and the head of its
+// GET stream share the sk prefix "#", so GetSession is one Query, which
+// for a session of a few KB is one read unit: the whole poll of an idle
+// stream.
 //
 // # Expiry
 //
@@ -179,6 +182,7 @@ const (
 const (
 	metaSK     = "#"
 	markerPref = "#u#"
+	getHeadSK  = "#h#g"
 	topicsPK   = "T"
 	registryPK = "R"
 	hashesSK   = "#hashes"
@@ -199,9 +203,14 @@ func part(s string) string {
 
 func pad(seq int64) string { return fmt.Sprintf("%020d", seq) }
 
-func sessPK(id string) string                 { return "S#" + part(id) }
-func markerSK(uri string) string              { return markerPref + part(uri) }
-func headSK(stream string) string             { return "h#" + part(stream) }
+func sessPK(id string) string    { return "S#" + part(id) }
+func markerSK(uri string) string { return markerPref + part(uri) }
+func headSK(stream string) string {
+	if stream == notify.SessionStream {
+		return getHeadSK
+	}
+	return "h#" + part(stream)
+}
 func eventSK(stream string, seq int64) string { return "e#" + part(stream) + "#" + pad(seq) }
 func idemSK(key string) string                { return "i#" + part(key) }
 func msgSK(key string) string                 { return "m#" + part(key) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/mcpush/mcpush/pkg/notify"
@@ -98,9 +99,10 @@ func admitsInfo(level string) bool {
 // fanOut appends the notifications of ev to the GET stream of every
 // session subscribed to its topic, once per session: the append is
 // idempotent on event/<topic>/<seq>, so that a retry completes a fan-out
-// that failed part way and adds nothing where it had succeeded. It
-// returns how many sessions were notified now. A failure for one session
-// does not stop the others; the error reports them all.
+// that failed part way and adds nothing where it had succeeded. Up to
+// in.concurrency sessions are notified at a time. It returns how many
+// sessions were notified now. A failure for one session does not stop the
+// others; the error reports them all.
 func (in *Ingester) fanOut(ctx context.Context, ev *notify.TopicEvent) (notified int, err error) {
 	uri := EventURI(ev.Topic)
 	ids, err := in.store.Subscribers(ctx, uri)
@@ -110,38 +112,59 @@ func (in *Ingester) fanOut(ctx context.Context, ev *notify.TopicEvent) (notified
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	var (
-		batches = make(map[bool][][]byte, 2)
-		key     = fmt.Sprintf("event/%s/%d", ev.Topic, ev.Seq)
-		failed  int
-		first   error
-	)
-	for _, id := range ids {
-		appended, err := in.notify(ctx, id, ev, key, batches)
-		if err != nil {
-			in.logger.LogAttrs(ctx, slog.LevelError, "event fan-out to a session failed",
-				slog.String("messageId", ev.MessageID), slog.String("topic", ev.Topic), slog.Int64("seq", ev.Seq),
-				slog.String("session", id), slog.String("err", err.Error()))
-			failed++
-			if first == nil {
-				first = err
-			}
-			continue
-		}
-		if appended {
-			notified++
+	// Both encodings up front: the workers share them read-only.
+	batches := make(map[bool][][]byte, 2)
+	for _, withMessage := range []bool{false, true} {
+		if batches[withMessage], err = EventNotifications(ev, withMessage); err != nil {
+			return 0, err
 		}
 	}
+	var (
+		key    = fmt.Sprintf("event/%s/%d", ev.Topic, ev.Seq)
+		mu     sync.Mutex
+		failed int
+		first  error
+		next   = make(chan string)
+		wg     sync.WaitGroup
+	)
+	for range min(in.concurrency, len(ids)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range next {
+				appended, err := in.notify(ctx, id, key, batches)
+				mu.Lock()
+				switch {
+				case err != nil:
+					in.logger.LogAttrs(ctx, slog.LevelError, "event fan-out to a session failed",
+						slog.String("messageId", ev.MessageID), slog.String("topic", ev.Topic), slog.Int64("seq", ev.Seq),
+						slog.String("session", id), slog.String("err", err.Error()))
+					failed++
+					if first == nil {
+						first = err
+					}
+				case appended:
+					notified++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, id := range ids {
+		next <- id
+	}
+	close(next)
+	wg.Wait()
 	if failed > 0 {
 		return notified, fmt.Errorf("fan-out of %s seq %d failed for %d of %d sessions, first: %w", ev.Topic, ev.Seq, failed, len(ids), first)
 	}
 	return notified, nil
 }
 
-// notify appends ev's notifications to one session's GET stream. A
-// session that is gone is skipped. batches caches the encoded
+// notify appends an event's notifications to one session's GET stream. A
+// session that is gone is skipped. batches holds the encoded
 // notifications by whether they include the message.
-func (in *Ingester) notify(ctx context.Context, id string, ev *notify.TopicEvent, key string, batches map[bool][][]byte) (bool, error) {
+func (in *Ingester) notify(ctx context.Context, id, key string, batches map[bool][][]byte) (bool, error) {
 	sess, err := in.store.GetSession(ctx, id)
 	if errors.Is(err, notify.ErrNotFound) {
 		return false, nil
@@ -149,15 +172,7 @@ func (in *Ingester) notify(ctx context.Context, id string, ev *notify.TopicEvent
 	if err != nil {
 		return false, fmt.Errorf("session %s: %w", id, err)
 	}
-	withMessage := admitsInfo(sess.LogLevel)
-	batch, ok := batches[withMessage]
-	if !ok {
-		if batch, err = EventNotifications(ev, withMessage); err != nil {
-			return false, err
-		}
-		batches[withMessage] = batch
-	}
-	_, appended, err := in.store.Append(ctx, id, getStream, batch, &notify.AppendOptions{IdempotencyKey: key})
+	_, appended, err := in.store.Append(ctx, id, getStream, batches[admitsInfo(sess.LogLevel)], &notify.AppendOptions{IdempotencyKey: key})
 	if errors.Is(err, notify.ErrNotFound) {
 		return false, nil
 	}

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -148,5 +150,55 @@ func TestEventNotificationsOversizePayload(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, gotS); diff != "" {
 		t.Errorf("notifications (-want +got):\n%s", diff)
+	}
+}
+
+// inFlightStore records the most GetSession calls that ran at once.
+type inFlightStore struct {
+	notify.Store
+	mu       sync.Mutex
+	cur, max int
+}
+
+func (s *inFlightStore) GetSession(ctx context.Context, id string) (*notify.Session, error) {
+	s.mu.Lock()
+	s.cur++
+	s.max = max(s.max, s.cur)
+	s.mu.Unlock()
+	defer func() { s.mu.Lock(); s.cur--; s.mu.Unlock() }()
+	return s.Store.GetSession(ctx, id)
+}
+
+// TestFanOutConcurrency: a fan-out to many sessions runs at most
+// FanOutConcurrency of them at a time, and still notifies every session
+// once, each with the notifications its log level admits.
+func TestFanOutConcurrency(t *testing.T) {
+	ctx := context.Background()
+	st := &inFlightStore{Store: newStore(t)}
+	const sessions, limit = 40, 4
+	for i := range sessions {
+		level := "info"
+		if i%2 == 1 {
+			level = "error"
+		}
+		newSession(t, st.Store, fmt.Sprintf("s%02d", i), level, "orders")
+	}
+	in := New(st, &Options{FanOutConcurrency: limit})
+	sum, err := in.Handle(ctx, snsEvent(record("m1", ordersARN, `{"type":"event","topic":"orders","data":1}`)))
+	if err != nil || sum.Accepted != 1 {
+		t.Fatalf("Handle: %+v, %v", sum, err)
+	}
+	if st.max > limit {
+		t.Errorf("%d sessions were notified at once, want at most %d", st.max, limit)
+	}
+	for i := range sessions {
+		want := []string{updatedJSON("orders"), messageJSON("orders", 1, "m1", `1`)}
+		if i%2 == 1 {
+			want = want[:1]
+		}
+		id := fmt.Sprintf("s%02d", i)
+		if diff := cmp.Diff(want, stream(t, st.Store, id)); diff != "" {
+			t.Errorf("%s stream (-want +got):\n%s", id, diff)
+		}
 	}
 }

@@ -26,7 +26,16 @@ type Options struct {
 	// re-describe: those the MCP server registers in code. Nil means
 	// BuiltinTools.
 	Tools []string
+	// FanOutConcurrency is how many subscribed sessions one event's
+	// fan-out notifies at a time (two store requests each). Default:
+	// DefaultFanOutConcurrency.
+	FanOutConcurrency int
 }
+
+// DefaultFanOutConcurrency is the default Options.FanOutConcurrency: with
+// DynamoDB requests of about 10 ms, one event reaches 10,000 sessions
+// (20,000 requests) in about 20,000 x 10 ms / 32 = 6.3 s.
+const DefaultFanOutConcurrency = 32
 
 // Store is what an Ingester uses of the store: it appends topic events and
 // registry changes, and fans an event out into the stream logs of the
@@ -44,10 +53,11 @@ var _ Store = notify.Store(nil)
 // Ingester applies SNS events to a Store. It keeps no state between
 // calls and is safe for concurrent use.
 type Ingester struct {
-	store  Store
-	logger *slog.Logger
-	now    func() time.Time
-	tools  []string
+	store       Store
+	logger      *slog.Logger
+	now         func() time.Time
+	tools       []string
+	concurrency int
 }
 
 // New returns an Ingester that writes to store.
@@ -55,9 +65,12 @@ func New(store Store, opts *Options) *Ingester {
 	if opts == nil {
 		opts = &Options{}
 	}
-	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now, tools: opts.Tools}
+	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now, tools: opts.Tools, concurrency: opts.FanOutConcurrency}
 	if in.tools == nil {
 		in.tools = BuiltinTools
+	}
+	if in.concurrency < 1 {
+		in.concurrency = DefaultFanOutConcurrency
 	}
 	if in.logger == nil {
 		in.logger = slog.New(slog.DiscardHandler)

@@ -162,7 +162,8 @@ func prepare(w, r *sql.DB) (*statements, error) {
 			SELECT principal, protocol_version, client_info, client_capabilities, log_level,
 				initialized, created_at, expires_at, version, delivered,
 				notified_tools, notified_resources, notified_prompts,
-				(SELECT json_group_array(uri) FROM subscriptions WHERE session_id = ?1)
+				(SELECT json_group_array(uri) FROM subscriptions WHERE session_id = ?1),
+				COALESCE((SELECT last_seq FROM streams WHERE session_id = ?1 AND stream_id = ?3), 0)
 			FROM sessions WHERE id = ?1 AND expires_at > ?2`},
 		// The LEFT JOIN returns one row with a NULL seq when the session is
 		// live but has no matching events, and none when it is not.

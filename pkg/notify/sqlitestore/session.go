@@ -85,10 +85,10 @@ func (s *Store) GetSession(ctx context.Context, id string) (_ *notify.Session, e
 		hashes               notifiedHashes
 		subs                 string
 	)
-	err = s.st.getSession.QueryRowContext(ctx, id, toNanos(s.now())).Scan(
+	err = s.st.getSession.QueryRowContext(ctx, id, toNanos(s.now()), notify.SessionStream).Scan(
 		&sess.Principal, &sess.ProtocolVersion, (*[]byte)(&sess.ClientInfo), (*[]byte)(&sess.ClientCapabilities),
 		&sess.LogLevel, &sess.Initialized, &createdAt, &expiresAt, &sess.Version,
-		&sess.Delivered, &hashes[0], &hashes[1], &hashes[2], &subs)
+		&sess.Delivered, &hashes[0], &hashes[1], &hashes[2], &subs, &sess.StreamHead)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notify.ErrNotFound
 	}

@@ -294,3 +294,45 @@ func testSubscriptions(t *testing.T, s *suite) {
 	}
 	checkSubscribers(t, st, a, "s3")
 }
+
+// testStreamHead: GetSession reports the head of the session's SessionStream
+// log, and only of that stream and that session.
+func testStreamHead(t *testing.T, s *suite) {
+	st := s.store(t)
+	ctx := t.Context()
+	createSession(t, st, "s1")
+	createSession(t, st, "s2")
+	steps := []struct {
+		session, stream string
+		n               int
+		want            map[string]int64 // session -> StreamHead after the step
+	}{
+		{"", "", 0, map[string]int64{"s1": 0, "s2": 0}},
+		{"s1", notify.SessionStream, 2, map[string]int64{"s1": 2, "s2": 0}},
+		{"s1", "other", 5, map[string]int64{"s1": 2, "s2": 0}},
+		{"s2", notify.SessionStream, 1, map[string]int64{"s1": 2, "s2": 1}},
+		{"s1", notify.SessionStream, 3, map[string]int64{"s1": 5, "s2": 1}},
+	}
+	for i, step := range steps {
+		if step.n > 0 {
+			data := make([]string, step.n)
+			for j := range data {
+				data[j] = fmt.Sprintf("e%d", j)
+			}
+			if _, _, err := st.Append(ctx, step.session, step.stream, bytesOf(data...), nil); err != nil {
+				t.Fatalf("step %d: Append: %v", i, err)
+			}
+		}
+		got := map[string]int64{}
+		for id := range step.want {
+			sess, err := st.GetSession(ctx, id)
+			if err != nil {
+				t.Fatalf("step %d: GetSession(%q): %v", i, id, err)
+			}
+			got[id] = sess.StreamHead
+		}
+		if diff := cmp.Diff(step.want, got); diff != "" {
+			t.Errorf("step %d: StreamHead mismatch (-want +got):\n%s", i, diff)
+		}
+	}
+}

@@ -60,6 +60,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"MissingSession", testMissingSession},
 		{"Expiry", testExpiry},
 		{"AppendRead", testAppendRead},
+		{"StreamHead", testStreamHead},
 		{"AppendIdempotencyKey", testAppendIdempotencyKey},
 		{"AppendNotifiedHash", testAppendNotifiedHash},
 		{"MarkDelivered", testMarkDelivered},
