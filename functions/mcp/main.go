@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -78,6 +79,20 @@ func durationEnv(name string) (time.Duration, error) {
 	return d, nil
 }
 
+// intEnv reads a positive integer from the environment; unset is 0 (the
+// default).
+func intEnv(name string) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive integer", name, v)
+	}
+	return n, nil
+}
+
 // run serves until a signal; in Lambda (runtimeAPI set) until the sandbox
 // ends.
 func run(logger *slog.Logger, runtimeAPI string) error {
@@ -110,6 +125,26 @@ func run(logger *slog.Logger, runtimeAPI string) error {
 		if *d.dst, err = durationEnv(d.name); err != nil {
 			return err
 		}
+	}
+	for _, l := range []struct {
+		name string
+		dst  *int
+	}{
+		{"MCPUSH_MAX_CLIENT_INFO_BYTES", &opts.Limits.MaxClientInfoBytes},
+		{"MCPUSH_MAX_PROMPT_ARGUMENT_BYTES", &opts.Limits.MaxPromptArgumentBytes},
+		{"MCPUSH_MAX_PROMPT_BYTES", &opts.Limits.MaxPromptBytes},
+		{"MCPUSH_MAX_SUBSCRIPTION_URI_BYTES", &opts.Limits.MaxSubscriptionURIBytes},
+		{"MCPUSH_MAX_SUBSCRIPTIONS", &opts.Limits.MaxSubscriptions},
+		{"MCPUSH_MAX_INFLIGHT_PER_SESSION", &opts.Limits.MaxInFlightPerSession},
+		{"MCPUSH_MAX_INFLIGHT", &opts.Limits.MaxInFlight},
+		{"MCPUSH_MAX_STREAMS_PER_SESSION", &opts.Limits.MaxStreamsPerSession},
+	} {
+		if *l.dst, err = intEnv(l.name); err != nil {
+			return err
+		}
+	}
+	if opts.Limits.BodyReadTimeout, err = durationEnv("MCPUSH_BODY_READ_TIMEOUT"); err != nil {
+		return err
 	}
 	switch fixtures {
 	case "":
@@ -162,7 +197,12 @@ func run(logger *slog.Logger, runtimeAPI string) error {
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Slow clients cannot hold connections: headers within 10s, a POST
+	// body within mcp.Limits.BodyReadTimeout (set by the handler, which
+	// lifts it for the SSE stream that may follow), idle keep-alive
+	// connections 2 minutes. No ReadTimeout or WriteTimeout: they would
+	// cut long-lived streams.
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	logger.Info("serving MCP", "url", "http://"+ln.Addr().String()+"/mcp", "store", spec)
@@ -177,7 +217,13 @@ func run(logger *slog.Logger, runtimeAPI string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		// A stream that cannot be closed with retry: (a session before
+		// 2025-11-25 has no event id to resume from) is cut: a normal end.
+		logger.Warn("shutting down: closing the connections still open after 10s", "err", err)
+		hs.Close()
 	}
 	handler.Close()
 	return nil
