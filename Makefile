@@ -1,9 +1,9 @@
 # mcpush — a thin Makefile. `make test` is what CI runs (.ci/run).
 #
 #   make run          serve http://127.0.0.1:8080/mcp on the SQLite store
-#   make test         install test dependencies, vet, check gofmt, run every test
+#   make test         install test dependencies, lint, run every test
 #   make build        Lambda binaries: build/<function>/bootstrap (linux/arm64)
-#   make lint         vet, gofmt check, staticcheck
+#   make lint         vet, gofmt check, staticcheck (the module and examples/*)
 #   make bench        benchmarks (not timed tests)
 #   make conformance  only the MCP conformance tests, verbosely
 #   make deps         Node.js test dependencies (npm ci, once) and Go modules
@@ -19,6 +19,11 @@ BENCHTIME ?= 2s
 STATICCHECK_VERSION := v0.8.2
 
 FUNCTIONS := mcp sns-ingest
+
+# Example programs: modules of their own (go.mod), so `./...` of the root
+# module skips them; vet and staticcheck visit each one. -mod=mod lets
+# their go.sum follow this checkout's dependencies (go.mod replaces it).
+EXAMPLES := $(patsubst %/go.mod,%,$(wildcard examples/*/go.mod))
 
 NODE_DIR   := test/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.installed
@@ -56,11 +61,12 @@ $(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 	$(NPM) ci --prefix $(NODE_DIR) --no-audit --no-fund
 	@touch $@
 
-test: deps vet fmt-check
+test: deps lint
 	$(GO) test $(RACE) -count=1 -timeout 40m $(TESTFLAGS) ./...
 
 vet:
 	$(GO) vet ./...
+	@set -e; for d in $(EXAMPLES); do echo "(cd $$d && $(GO) vet ./...)"; (cd $$d && GOWORK=off GOFLAGS=-mod=mod $(GO) vet ./...); done
 
 # Fails listing the files gofmt would change.
 fmt-check:
@@ -70,6 +76,7 @@ fmt-check:
 
 lint: vet fmt-check
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	@set -e; for d in $(EXAMPLES); do echo "(cd $$d && staticcheck ./...)"; (cd $$d && GOWORK=off GOFLAGS=-mod=mod $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...); done
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime=$(BENCHTIME) -count=1 $(TESTFLAGS) ./...

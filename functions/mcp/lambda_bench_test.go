@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/mcpush/mcpush/internal/lambdatest"
 	"github.com/mcpush/mcpush/internal/testenv"
+	"github.com/mcpush/mcpush/internal/testutil"
+	"github.com/mcpush/mcpush/pkg/serve"
 )
 
 // BenchmarkLambdaColdStart measures a cold start: from the start of the
@@ -76,9 +76,9 @@ func BenchmarkLambdaRequest(b *testing.B) {
 	}{
 		{"local", http.DefaultClient, startLocal(b, bin, filepath.Join(dir, "local.db"))},
 	}
-	for _, mode := range []string{modeStream, modeBuffered} {
-		f := startFunction(b, bin, "MCPUSH_LAMBDA_MODE="+mode, "MCPUSH_AUTH=none", "MCPUSH_STORE=sqlite:"+filepath.Join(dir, mode+".db"))
-		tr := &lambdatest.Transport{Server: f.api, Invoke: lambdatest.InvokeOptions{Streaming: mode == modeStream, Timeout: time.Minute}}
+	for _, mode := range []string{serve.ModeStream, serve.ModeBuffered} {
+		f := lambdatest.StartFunction(b, bin, "MCPUSH_LAMBDA_MODE="+mode, "MCPUSH_AUTH=none", "MCPUSH_STORE=sqlite:"+filepath.Join(dir, mode+".db"))
+		tr := &lambdatest.Transport{Server: f.API, Invoke: lambdatest.InvokeOptions{Streaming: mode == serve.ModeStream, Timeout: time.Minute}}
 		clients = append(clients, struct {
 			name string
 			c    *http.Client
@@ -121,7 +121,7 @@ func startLocal(b *testing.B, bin, db string) string {
 	cmd := exec.Command(bin)
 	cmd.Dir = b.TempDir()
 	cmd.Env = []string{"MCPUSH_ADDR=" + addr, "MCPUSH_STORE=sqlite:" + db}
-	var out bytes.Buffer
+	var out testutil.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -142,20 +142,13 @@ func startLocal(b *testing.B, bin, db string) string {
 	return "http://" + addr + "/mcp"
 }
 
+// mcpPost posts body to url with c, in a session of 2025-11-25 when set.
 func mcpPost(b *testing.B, c *http.Client, url, session, body string) *http.Response {
 	b.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	var hdr []string
 	if session != "" {
-		req.Header.Set("Mcp-Session-Id", session)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		hdr = []string{"Mcp-Protocol-Version", "2025-11-25"}
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	resp, _ := testutil.PostRead(b, c, url, session, body, hdr...)
 	return resp
 }

@@ -5,246 +5,32 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpush/mcpush/internal/lambdatest"
 	"github.com/mcpush/mcpush/internal/testenv"
+	"github.com/mcpush/mcpush/internal/testutil"
+	"github.com/mcpush/mcpush/pkg/serve"
 )
 
 // These tests run the real function binaries (built for the host) as
 // Lambda runtimes against a fake Runtime API (internal/lambdatest), with
 // the events/*.json fixtures that `sam local invoke -e` uses, on the
-// SQLite store.
-//
-// TODO(dynamodb): run them on the DynamoDB store too (internal/moto +
-// MCPUSH_STORE=dynamodb:TABLE, MCPUSH_CREATE_TABLE=1) once
-// internal/storeconfig opens it (today it answers "not available yet").
+// SQLite store (the store contract suite and internal/e2e cover DynamoDB).
 
 const (
 	alice = "arn:aws:iam::123456789012:user/alice" // the signer in the fixtures
 	bob   = "arn:aws:sts::123456789012:assumed-role/ops/bob"
 )
 
-// function is a bootstrap binary running as a Lambda runtime.
-type function struct {
-	api *lambdatest.Server
-	cmd *exec.Cmd
-	out *lockedBuffer
-}
-
-// startFunction runs bin against a new fake Runtime API with env added to
-// the test's environment (less its MCPUSH_* and AWS_* variables). The
-// process is killed when the test ends; its log is printed if the test
-// failed, and a data race it reported fails the test.
-func startFunction(t testing.TB, bin string, env ...string) *function {
-	t.Helper()
-	api := lambdatest.NewServer(nil)
-	t.Cleanup(api.Close)
-	f := &function{api: api, out: &lockedBuffer{}}
-	f.cmd = exec.Command(bin)
-	f.cmd.Dir = t.TempDir()
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MCPUSH_") && !strings.HasPrefix(kv, "AWS_") {
-			f.cmd.Env = append(f.cmd.Env, kv)
-		}
-	}
-	f.cmd.Env = append(f.cmd.Env,
-		"AWS_LAMBDA_RUNTIME_API="+api.Addr(),
-		"AWS_LAMBDA_FUNCTION_NAME=mcpush-test",
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
-		"AWS_REGION=us-east-1",
-	)
-	f.cmd.Env = append(f.cmd.Env, env...)
-	f.cmd.Stdout, f.cmd.Stderr = f.out, f.out
-	if err := f.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		f.cmd.Process.Kill()
-		f.cmd.Wait()
-		if strings.Contains(f.out.String(), "WARNING: DATA RACE") {
-			t.Errorf("%s reported a data race", filepath.Base(bin))
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", filepath.Base(bin), f.out.String())
-		}
-	})
-	return f
-}
-
-// invoke delivers event and waits for the result.
-func (f *function) invoke(t testing.TB, event []byte, opts *lambdatest.InvokeOptions) *lambdatest.Response {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	r, err := f.api.Invoke(event, opts).Wait(ctx)
-	if err != nil {
-		t.Fatalf("invoke: %v", err)
-	}
-	if r.TimedOut {
-		t.Fatalf("invocation %s ran past its deadline", r.RequestID)
-	}
-	return r
-}
-
-// call invokes a Function URL event and decodes the HTTP response.
-func (f *function) call(t testing.TB, event []byte, opts *lambdatest.InvokeOptions) (*lambdatest.Response, *lambdatest.HTTPResponse) {
-	t.Helper()
-	r := f.invoke(t, event, opts)
-	hr, err := r.HTTP()
-	if err != nil {
-		t.Fatalf("invocation %s: %v\nbody: %q", r.RequestID, err, r.Body())
-	}
-	return r, hr
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // fixture reads events/NAME.json.
 func fixture(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "events", name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// edit returns a Function URL fixture changed by fn, which sees the event
-// as generic JSON (so that fields aws-lambda-go does not model survive).
-func edit(t testing.TB, event []byte, fn func(ev map[string]any)) []byte {
-	t.Helper()
-	var ev map[string]any
-	if err := json.Unmarshal(event, &ev); err != nil {
-		t.Fatal(err)
-	}
-	fn(ev)
-	b, err := json.Marshal(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func withSession(id string) func(map[string]any) {
-	return func(ev map[string]any) { ev["headers"].(map[string]any)["mcp-session-id"] = id }
-}
-
-func withCaller(arn string) func(map[string]any) {
-	return func(ev map[string]any) {
-		rc := ev["requestContext"].(map[string]any)
-		if arn == "" {
-			delete(rc, "authorizer")
-			return
-		}
-		rc["authorizer"].(map[string]any)["iam"].(map[string]any)["userArn"] = arn
-	}
-}
-
-func withBody(body string) func(map[string]any) {
-	return func(ev map[string]any) { ev["body"] = body }
-}
-
-func all(fns ...func(map[string]any)) func(map[string]any) {
-	return func(ev map[string]any) {
-		for _, fn := range fns {
-			fn(ev)
-		}
-	}
-}
-
-// sseEvent is one Server-Sent Event.
-type sseEvent struct {
-	ID, Data string
-	Retry    string
-}
-
-func parseSSE(body []byte) []sseEvent {
-	var out []sseEvent
-	for _, block := range strings.Split(string(body), "\n\n") {
-		if strings.TrimSpace(block) == "" {
-			continue
-		}
-		var ev sseEvent
-		for _, line := range strings.Split(block, "\n") {
-			k, v, _ := strings.Cut(line, ":")
-			v = strings.TrimPrefix(v, " ")
-			switch k {
-			case "id":
-				ev.ID = v
-			case "data":
-				ev.Data += v
-			case "retry":
-				ev.Retry = v
-			}
-		}
-		out = append(out, ev)
-	}
-	return out
-}
-
-// rpcMessage is a JSON-RPC message as the tests look at it.
-type rpcMessage struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// messages returns the JSON-RPC messages of an HTTP response: its JSON
-// body or its SSE events.
-func messages(t testing.TB, hr *lambdatest.HTTPResponse) []rpcMessage {
-	t.Helper()
-	var out []rpcMessage
-	if strings.HasPrefix(hr.Header.Get("Content-Type"), "application/json") {
-		var m rpcMessage
-		if err := json.Unmarshal(hr.Body, &m); err != nil {
-			t.Fatalf("body %q: %v", hr.Body, err)
-		}
-		return append(out, m)
-	}
-	for _, ev := range parseSSE(hr.Body) {
-		if ev.Data == "" {
-			continue
-		}
-		var m rpcMessage
-		if err := json.Unmarshal([]byte(ev.Data), &m); err != nil {
-			t.Fatalf("event %q: %v", ev.Data, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-func rpc(id int, method string, params any) string {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-	return string(b)
+	return lambdatest.Fixture(t, filepath.Join(testenv.RepoRoot(t), "events"), name)
 }
 
 // chunkAt returns the arrival time of the body chunk holding the end of
@@ -268,17 +54,17 @@ func chunkAt(t testing.TB, hr *lambdatest.HTTPResponse, s string) time.Time {
 // deadline, DELETE.
 func TestLambdaMCP(t *testing.T) {
 	bin := testenv.BuildBinary(t, "./functions/mcp")
-	for _, mode := range []string{modeStream, modeBuffered} {
+	for _, mode := range []string{serve.ModeStream, serve.ModeBuffered} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			f := startFunction(t, bin, "MCPUSH_LAMBDA_MODE="+mode, "MCPUSH_STORE=sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"))
-			streaming := mode == modeStream
+			f := lambdatest.StartFunction(t, bin, "MCPUSH_LAMBDA_MODE="+mode, "MCPUSH_STORE=sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"))
+			streaming := mode == serve.ModeStream
 			inv := func(timeout time.Duration) *lambdatest.InvokeOptions {
 				return &lambdatest.InvokeOptions{Streaming: streaming, Timeout: timeout}
 			}
 
 			// initialize, from the fixture as is.
-			r, hr := f.call(t, fixture(t, "mcp-initialize"), inv(30*time.Second))
+			r, hr := f.Call(t, fixture(t, "mcp-initialize"), inv(30*time.Second))
 			if got, want := r.Header.Get("Content-Type") == lambdatest.ContentTypeHTTPIntegration, streaming; got != want {
 				t.Errorf("runtime response Content-Type %q: http-integration-response = %v, want %v", r.Header.Get("Content-Type"), got, want)
 			}
@@ -290,25 +76,25 @@ func TestLambdaMCP(t *testing.T) {
 				ProtocolVersion string `json:"protocolVersion"`
 				ServerInfo      struct{ Name string }
 			}
-			if m := messages(t, hr); len(m) != 1 || json.Unmarshal(m[0].Result, &init) != nil || init.ProtocolVersion != "2025-11-25" || init.ServerInfo.Name != "mcpush" {
+			if m := lambdatest.Messages(t, hr); len(m) != 1 || json.Unmarshal(m[0].Result, &init) != nil || init.ProtocolVersion != "2025-11-25" || init.ServerInfo.Name != "mcpush" {
 				t.Fatalf("initialize result: %s", hr.Body)
 			}
-			notified := edit(t, fixture(t, "mcp-tools-call"), all(withSession(session), withBody(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)))
-			if _, hr := f.call(t, notified, inv(30*time.Second)); hr.StatusCode != http.StatusAccepted {
+			notified := lambdatest.Edit(t, fixture(t, "mcp-tools-call"), lambdatest.All(lambdatest.WithSession(session), lambdatest.WithBody(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)))
+			if _, hr := f.Call(t, notified, inv(30*time.Second)); hr.StatusCode != http.StatusAccepted {
 				t.Fatalf("notifications/initialized: %d %s", hr.StatusCode, hr.Body)
 			}
 
 			// Principals: the session is alice's.
 			t.Run("principal", func(t *testing.T) {
 				call := fixture(t, "mcp-tools-call")
-				sessionInfo := withBody(rpc(7, "tools/call", map[string]any{"name": "session_info"}))
-				if _, hr := f.call(t, edit(t, call, all(withSession(session), sessionInfo, withCaller(bob))), inv(30*time.Second)); hr.StatusCode != http.StatusNotFound {
+				sessionInfo := lambdatest.WithBody(testutil.RPC(7, "tools/call", map[string]any{"name": "session_info"}))
+				if _, hr := f.Call(t, lambdatest.Edit(t, call, lambdatest.All(lambdatest.WithSession(session), sessionInfo, lambdatest.WithCaller(bob))), inv(30*time.Second)); hr.StatusCode != http.StatusNotFound {
 					t.Errorf("bob using alice's session: %d %s, want 404", hr.StatusCode, hr.Body)
 				}
-				if _, hr := f.call(t, edit(t, call, all(withSession(session), sessionInfo, withCaller(""))), inv(30*time.Second)); hr.StatusCode != http.StatusUnauthorized {
+				if _, hr := f.Call(t, lambdatest.Edit(t, call, lambdatest.All(lambdatest.WithSession(session), sessionInfo, lambdatest.WithCaller(""))), inv(30*time.Second)); hr.StatusCode != http.StatusUnauthorized {
 					t.Errorf("no IAM caller: %d %s, want 401", hr.StatusCode, hr.Body)
 				}
-				_, hr := f.call(t, edit(t, call, all(withSession(session), sessionInfo)), inv(30*time.Second))
+				_, hr := f.Call(t, lambdatest.Edit(t, call, lambdatest.All(lambdatest.WithSession(session), sessionInfo)), inv(30*time.Second))
 				if hr.StatusCode != http.StatusOK || !strings.Contains(string(hr.Body), session) {
 					t.Errorf("alice: %d %s", hr.StatusCode, hr.Body)
 				}
@@ -317,13 +103,13 @@ func TestLambdaMCP(t *testing.T) {
 			// A tool call with progress: events_wait on a quiet topic
 			// reports progress each second for 3 seconds.
 			t.Run("progress", func(t *testing.T) {
-				_, hr := f.call(t, edit(t, fixture(t, "mcp-tools-call"), withSession(session)), inv(30*time.Second))
+				_, hr := f.Call(t, lambdatest.Edit(t, fixture(t, "mcp-tools-call"), lambdatest.WithSession(session)), inv(30*time.Second))
 				if hr.StatusCode != http.StatusOK || !strings.HasPrefix(hr.Header.Get("Content-Type"), "text/event-stream") {
 					t.Fatalf("tools/call: %d %v %s", hr.StatusCode, hr.Header, hr.Body)
 				}
 				var progress []float64
-				var result *rpcMessage
-				for _, m := range messages(t, hr) {
+				var result *testutil.Message
+				for _, m := range lambdatest.Messages(t, hr) {
 					switch {
 					case m.Method == "notifications/progress":
 						var p struct {
@@ -363,11 +149,11 @@ func TestLambdaMCP(t *testing.T) {
 			// invocation has 4s, the stream margin is 2s.
 			t.Run("get", func(t *testing.T) {
 				const timeout = 4 * time.Second
-				r, hr := f.call(t, edit(t, fixture(t, "mcp-get-stream"), withSession(session)), inv(timeout))
+				r, hr := f.Call(t, lambdatest.Edit(t, fixture(t, "mcp-get-stream"), lambdatest.WithSession(session)), inv(timeout))
 				if hr.StatusCode != http.StatusOK || !strings.HasPrefix(hr.Header.Get("Content-Type"), "text/event-stream") {
 					t.Fatalf("GET: %d %v %s", hr.StatusCode, hr.Header, hr.Body)
 				}
-				evs := parseSSE(hr.Body)
+				evs := testutil.ParseSSE(hr.Body)
 				if len(evs) == 0 || evs[len(evs)-1].Retry == "" {
 					t.Fatalf("GET stream does not end with retry: %q", hr.Body)
 				}
@@ -386,10 +172,10 @@ func TestLambdaMCP(t *testing.T) {
 			})
 
 			t.Run("delete", func(t *testing.T) {
-				if _, hr := f.call(t, edit(t, fixture(t, "mcp-delete"), withSession(session)), inv(30*time.Second)); hr.StatusCode != http.StatusOK {
+				if _, hr := f.Call(t, lambdatest.Edit(t, fixture(t, "mcp-delete"), lambdatest.WithSession(session)), inv(30*time.Second)); hr.StatusCode != http.StatusOK {
 					t.Fatalf("DELETE: %d %s", hr.StatusCode, hr.Body)
 				}
-				if _, hr := f.call(t, edit(t, fixture(t, "mcp-get-stream"), withSession(session)), inv(30*time.Second)); hr.StatusCode != http.StatusNotFound {
+				if _, hr := f.Call(t, lambdatest.Edit(t, fixture(t, "mcp-get-stream"), lambdatest.WithSession(session)), inv(30*time.Second)); hr.StatusCode != http.StatusNotFound {
 					t.Errorf("GET after DELETE: %d %s, want 404", hr.StatusCode, hr.Body)
 				}
 			})
@@ -400,9 +186,9 @@ func TestLambdaMCP(t *testing.T) {
 // TestLambdaAuthNone: with MCPUSH_AUTH=none (Function URL AuthType NONE)
 // a request without an IAM signer is the anonymous principal.
 func TestLambdaAuthNone(t *testing.T) {
-	f := startFunction(t, testenv.BuildBinary(t, "./functions/mcp"),
+	f := lambdatest.StartFunction(t, testenv.BuildBinary(t, "./functions/mcp"),
 		"MCPUSH_AUTH=none", "MCPUSH_STORE=sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"))
-	_, hr := f.call(t, edit(t, fixture(t, "mcp-initialize"), withCaller("")), &lambdatest.InvokeOptions{Streaming: true, Timeout: 30 * time.Second})
+	_, hr := f.Call(t, lambdatest.Edit(t, fixture(t, "mcp-initialize"), lambdatest.WithCaller("")), &lambdatest.InvokeOptions{Streaming: true, Timeout: 30 * time.Second})
 	if hr.StatusCode != http.StatusOK || hr.Header.Get("Mcp-Session-Id") == "" {
 		t.Fatalf("initialize without a signer: %d %s", hr.StatusCode, hr.Body)
 	}
@@ -419,23 +205,25 @@ func TestLambdaInitError(t *testing.T) {
 		{"no store", "MCPUSH_STORE is not set", nil},
 		{"bad mode", `MCPUSH_LAMBDA_MODE="websocket"`, []string{"MCPUSH_LAMBDA_MODE=websocket"}},
 		{"bad auth", `MCPUSH_AUTH="jwt"`, []string{"MCPUSH_AUTH=jwt"}},
+		// The production binary carries no conformance fixtures.
+		{"fixtures", "no test fixtures", []string{"MCPUSH_FIXTURES=conformance"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := tc.env
 			if tc.name != "no store" {
 				env = append(env, "MCPUSH_STORE=sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"))
 			}
-			f := startFunction(t, bin, env...)
+			f := lambdatest.StartFunction(t, bin, env...)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			rep, err := f.api.InitError(ctx)
+			rep, err := f.API.InitError(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !strings.Contains(rep.Message, tc.want) || rep.Header != "Runtime.InitError" {
 				t.Errorf("init error %+v (header %q), want a message with %q", rep, rep.Header, tc.want)
 			}
-			if err := f.cmd.Wait(); err == nil {
+			if err := f.Cmd.Wait(); err == nil {
 				t.Error("the process exited with status 0")
 			}
 		})
@@ -450,34 +238,34 @@ func TestLambdaSNS(t *testing.T) {
 	mcpBin := testenv.BuildBinary(t, "./functions/mcp")
 	ingestBin := testenv.BuildBinary(t, "./functions/sns-ingest")
 	store := "MCPUSH_STORE=sqlite:" + filepath.Join(t.TempDir(), "mcpush.db")
-	ingest := startFunction(t, ingestBin, store)
-	mcpf := startFunction(t, mcpBin, store, "MCPUSH_LAMBDA_MODE=buffered", "MCPUSH_AUTH=none")
+	ingest := lambdatest.StartFunction(t, ingestBin, store)
+	mcpf := lambdatest.StartFunction(t, mcpBin, store, "MCPUSH_LAMBDA_MODE=buffered", "MCPUSH_AUTH=none")
 	opts := &lambdatest.InvokeOptions{Timeout: 30 * time.Second}
 	post := func(session, body string) *lambdatest.HTTPResponse {
 		t.Helper()
-		_, hr := mcpf.call(t, edit(t, fixture(t, "mcp-tools-call"), all(withCaller(""), withSession(session), withBody(body))), opts)
+		_, hr := mcpf.Call(t, lambdatest.Edit(t, fixture(t, "mcp-tools-call"), lambdatest.All(lambdatest.WithCaller(""), lambdatest.WithSession(session), lambdatest.WithBody(body))), opts)
 		if hr.StatusCode/100 != 2 {
 			t.Fatalf("%s: %d %s", body, hr.StatusCode, hr.Body)
 		}
 		return hr
 	}
 
-	_, hr := mcpf.call(t, edit(t, fixture(t, "mcp-initialize"), withCaller("")), opts)
+	_, hr := mcpf.Call(t, lambdatest.Edit(t, fixture(t, "mcp-initialize"), lambdatest.WithCaller("")), opts)
 	session := hr.Header.Get("Mcp-Session-Id")
 	if session == "" {
 		t.Fatalf("initialize: %d %s", hr.StatusCode, hr.Body)
 	}
 	post(session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	post(session, rpc(2, "resources/subscribe", map[string]any{"uri": "events://orders"}))
-	post(session, rpc(3, "logging/setLevel", map[string]any{"level": "info"}))
+	post(session, testutil.RPC(2, "resources/subscribe", map[string]any{"uri": "events://orders"}))
+	post(session, testutil.RPC(3, "logging/setLevel", map[string]any{"level": "info"}))
 
 	// A long poll that waits: it is answered when the event arrives.
 	getOpts := &lambdatest.InvokeOptions{Timeout: 60 * time.Second}
-	poll := mcpf.api.Invoke(edit(t, fixture(t, "mcp-get-stream"), all(withCaller(""), withSession(session))), getOpts)
+	poll := mcpf.API.Invoke(lambdatest.Edit(t, fixture(t, "mcp-get-stream"), lambdatest.All(lambdatest.WithCaller(""), lambdatest.WithSession(session))), getOpts)
 	<-poll.Started()
 	time.Sleep(500 * time.Millisecond)
 
-	r := ingest.invoke(t, fixture(t, "sns-bad-record"), opts)
+	r := ingest.Invoke(t, fixture(t, "sns-bad-record"), opts)
 	if r.Err == nil {
 		t.Fatalf("a batch with a bad record succeeded: %s", r.Body())
 	}
@@ -499,7 +287,7 @@ func TestLambdaSNS(t *testing.T) {
 	if !strings.Contains(string(phr.Body), "notifications/resources/updated") || !strings.Contains(string(phr.Body), "o-1003") {
 		t.Errorf("long poll body %q: want resources/updated and the event", phr.Body)
 	}
-	if evs := parseSSE(phr.Body); len(evs) == 0 || evs[len(evs)-1].Retry == "" {
+	if evs := testutil.ParseSSE(phr.Body); len(evs) == 0 || evs[len(evs)-1].Retry == "" {
 		t.Errorf("long poll does not end with retry: %q", phr.Body)
 	}
 	if wait := pr.FinishedAt.Sub(published); wait > 3*time.Second {
@@ -508,11 +296,11 @@ func TestLambdaSNS(t *testing.T) {
 
 	// The other fixtures go through; the duplicate is a success.
 	for _, name := range []string{"sns-event", "sns-registry", "sns-plain-text", "sns-duplicate", "sns-duplicate"} {
-		if r := ingest.invoke(t, fixture(t, name), opts); r.Err != nil {
+		if r := ingest.Invoke(t, fixture(t, name), opts); r.Err != nil {
 			t.Errorf("%s: %v", name, r.Err)
 		}
 	}
-	hr = post(session, rpc(4, "tools/call", map[string]any{"name": "events_recent", "arguments": map[string]any{"topic": "orders"}}))
+	hr = post(session, testutil.RPC(4, "tools/call", map[string]any{"name": "events_recent", "arguments": map[string]any{"topic": "orders"}}))
 	var recent struct {
 		StructuredContent struct {
 			Events []struct {
@@ -523,7 +311,7 @@ func TestLambdaSNS(t *testing.T) {
 			} `json:"events"`
 		} `json:"structuredContent"`
 	}
-	if m := messages(t, hr); len(m) != 1 || json.Unmarshal(m[0].Result, &recent) != nil {
+	if m := lambdatest.Messages(t, hr); len(m) != 1 || json.Unmarshal(m[0].Result, &recent) != nil {
 		t.Fatalf("events_recent: %s", hr.Body)
 	}
 	var orders []string
@@ -534,13 +322,13 @@ func TestLambdaSNS(t *testing.T) {
 	if want := []string{"o-1001", "o-1002", "o-1003"}; !slices.Equal(orders, want) {
 		t.Errorf("orders events %v, want %v (each once)", orders, want)
 	}
-	hr = post(session, rpc(5, "tools/call", map[string]any{"name": "topics_list"}))
+	hr = post(session, testutil.RPC(5, "tools/call", map[string]any{"name": "topics_list"}))
 	if !strings.Contains(string(hr.Body), "deploys") {
 		t.Errorf("topics_list lacks the plain-text topic: %s", hr.Body)
 	}
 	// A process rereads the registry hashes at most every 500ms.
 	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
-		hr = post(session, rpc(6, "prompts/list", nil))
+		hr = post(session, testutil.RPC(6, "prompts/list", nil))
 		if strings.Contains(string(hr.Body), "summarize_orders") {
 			break
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/mcpush/mcpush/internal/testenv"
+	"github.com/mcpush/mcpush/pkg/serve"
 )
 
 // Checks of the deployment files around the function: template.yaml,
@@ -43,8 +44,8 @@ func TestTemplateWiring(t *testing.T) {
 	}
 	for _, want := range []string{
 		"MCPUSH_STORE: !Sub dynamodb:${Table}",
-		"MCPUSH_AUTH: !If [IamAuth, " + authIAM + ", " + authNone + "]",
-		"MCPUSH_LAMBDA_MODE: !If [Streaming, " + modeStream + ", " + modeBuffered + "]",
+		"MCPUSH_AUTH: !If [IamAuth, " + serve.AuthIAM + ", " + serve.AuthNone + "]",
+		"MCPUSH_LAMBDA_MODE: !If [Streaming, " + serve.ModeStream + ", " + serve.ModeBuffered + "]",
 		"Runtime: provided.al2023",
 		"Architectures: [arm64]",
 		"Handler: bootstrap",

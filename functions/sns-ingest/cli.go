@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, e *env) int {
 	}
 	defer store.Close()
 
-	in := ingest.New(store, &ingest.Options{Logger: e.logger, Now: e.now})
+	in := ingest.New(store, &ingest.Options{Logger: e.logger, Now: e.now, Tools: registryTools(e.getenv)})
 	sum, _ := in.Handle(ctx, ev) // the summary reports the errors, and Handle has logged them
 	enc := json.NewEncoder(e.stdout)
 	enc.SetEscapeHTML(false)

@@ -16,7 +16,9 @@
 //
 // Environment: MCPUSH_STORE (sqlite:PATH or dynamodb:TABLE; default
 // sqlite:.mcpush/mcpush.db) and MCPUSH_CREATE_TABLE=1 (create a missing
-// DynamoDB table; local use only), as for the MCP server.
+// DynamoDB table; local use only), as for the MCP server; and
+// MCPUSH_REGISTRY_TOOLS, the comma-separated tools a tools registry item
+// may name (default: the event tools), for a server with tools of its own.
 package main
 
 import (
@@ -30,9 +32,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/mcpush/mcpush/internal/storeconfig"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
+	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
+	"github.com/mcpush/mcpush/pkg/serve"
 )
 
 func main() {
@@ -43,7 +46,7 @@ func main() {
 			logger.Error("sns-ingest: opening the store", "err", err)
 			os.Exit(1)
 		}
-		in := ingest.New(store, &ingest.Options{Logger: logger})
+		in := ingest.New(store, &ingest.Options{Logger: logger, Tools: registryTools(os.Getenv)})
 		lambda.StartHandlerFunc(in.Handle)
 		return
 	}
@@ -63,6 +66,12 @@ type env struct {
 	stdout, stderr io.Writer
 	logger         *slog.Logger
 	now            func() time.Time
+}
+
+// registryTools reads MCPUSH_REGISTRY_TOOLS; nil when unset (the event
+// tools).
+func registryTools(getenv func(string) string) []string {
+	return serve.SplitList(getenv("MCPUSH_REGISTRY_TOOLS"))
 }
 
 // openStore opens the store named by MCPUSH_STORE.

@@ -197,7 +197,7 @@ func TestRunTopicMessage(t *testing.T) {
 			`{"accepted":0,"duplicates":0,"rejected":1,"errors":["trunc: invalid SNS message: invalid JSON at byte 32 of 32: unexpected end of JSON input"]}`},
 		{[]string{"-topic", "alerts", "-message", `{"type":"registry","registry":"tools","op":"put","items":[{"name":"nope"}]}`, "-message-id", "tool"}, 1,
 			`{"accepted":0,"duplicates":0,"rejected":1,"errors":["tool: invalid SNS message: items[0].name: unknown tool \"nope\" ` +
-				`(a registry item may only change a built-in tool: events_recent, events_wait, session_info, topics_list)"]}`},
+				`(a registry item may only change these tools: events_recent, events_wait, session_info, topics_list)"]}`},
 	} {
 		code, out := te.run(t, tc.args...)
 		if code != tc.wantCode || out != tc.want+"\n" {
@@ -425,5 +425,33 @@ func TestMainLambda(t *testing.T) {
 	}
 	if len(evs) != 2 {
 		t.Errorf("orders has %d events, want 2", len(evs))
+	}
+}
+
+// TestRegistryToolsEnv: MCPUSH_REGISTRY_TOOLS lists the tools a tools
+// registry item may name, for a server with tools of its own.
+func TestRegistryToolsEnv(t *testing.T) {
+	te := newTestEnv(t)
+	te.getenv = func(k string) string {
+		switch k {
+		case "MCPUSH_STORE":
+			return "sqlite:" + te.db
+		case "MCPUSH_REGISTRY_TOOLS":
+			return "count, events_wait"
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		tool string
+		code int
+	}{
+		{"count", 0},
+		{"events_wait", 0},
+		{"session_info", 1},
+	} {
+		msg := `{"type":"registry","registry":"tools","op":"put","items":[{"name":"` + tc.tool + `","enabled":false}]}`
+		if code, out := te.run(t, "-topic", "t", "-message", msg); code != tc.code {
+			t.Errorf("tool item %s: exit %d, want %d: %s", tc.tool, code, tc.code, out)
+		}
 	}
 }

@@ -6,7 +6,8 @@
 // schemas, contents and behaviour.
 //
 // The fixtures are served only when a main asks for them
-// (MCPUSH_FIXTURES=conformance); they are test scaffolding, not product
+// (MCPUSH_FIXTURES=conformance), and only test builds of functions/mcp
+// (-tags conformance) contain them; they are test scaffolding, not product
 // features. They keep no state of their own, so every process sharing a
 // store serves them identically.
 package conformance

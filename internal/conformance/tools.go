@@ -170,6 +170,7 @@ func registerTools(s *mcp.Server) {
 		Description: "Tests error response handling",
 		InputSchema: noArguments(),
 	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		//lint:ignore ST1005 the conformance suite expects this exact text
 		return nil, errors.New("This tool intentionally returns an error for testing")
 	})
 

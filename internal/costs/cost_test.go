@@ -15,8 +15,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/mcpush/mcpush/internal/builtin"
 	"github.com/mcpush/mcpush/internal/moto"
+	"github.com/mcpush/mcpush/internal/testutil"
+	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
@@ -73,7 +74,7 @@ func server(tb testing.TB, b backend) string {
 		RegistryRefresh:   time.Hour,
 		PollInterval:      pollInterval,
 	})
-	builtin.Register(srv, b.store, nil)
+	eventtools.Add(srv, b.store, nil)
 	h := mcp.NewStreamableHandler(srv, nil)
 	ts := httptest.NewServer(h)
 	tb.Cleanup(func() { ts.Close(); h.Close() })
@@ -81,18 +82,8 @@ func server(tb testing.TB, b backend) string {
 }
 
 func post(tb testing.TB, url, sid, body string) (string, []byte) {
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	tb.Helper()
+	resp, b := testutil.PostRead(tb, nil, url, sid, body)
 	if resp.StatusCode >= 300 || strings.Contains(string(b), `"error"`) {
 		tb.Fatalf("POST %s: %d %s", body, resp.StatusCode, b)
 	}

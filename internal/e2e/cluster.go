@@ -32,13 +32,15 @@ import (
 const ServerBinaryEnv = "MCPUSH_E2E_SERVER"
 
 // ServerBinary returns the server executable the tests run: the binary named
-// by MCPUSH_E2E_SERVER, or ./functions/mcp built by testenv.BuildBinary.
+// by MCPUSH_E2E_SERVER (build it with -tags conformance), or ./functions/mcp
+// built by testenv.BuildBinary with the conformance fixtures
+// (MCPUSH_FIXTURES=conformance), which production builds leave out.
 func ServerBinary(t testing.TB) string {
 	t.Helper()
 	if bin := os.Getenv(ServerBinaryEnv); bin != "" {
 		return bin
 	}
-	return testenv.BuildBinary(t, "./functions/mcp")
+	return testenv.BuildBinary(t, "./functions/mcp", "conformance")
 }
 
 // ClusterOptions configure StartCluster. A nil *ClusterOptions means all

@@ -596,13 +596,6 @@ func (s *pushStream) messages() []pushMessage {
 	return slices.Clone(s.msgs)
 }
 
-// count returns how many messages with method arrived.
-func (s *pushStream) count(method string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return pushCountMethod(s.msgs, method)
-}
-
 func pushCountMethod(msgs []pushMessage, method string) int {
 	n := 0
 	for _, m := range msgs {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpush/mcpush/internal/lambdatest"
+	"github.com/mcpush/mcpush/internal/testutil"
 )
 
 // helperEnv selects, in a re-executed test binary, the Lambda function
@@ -110,7 +110,7 @@ func startHelper(t *testing.T, fn string, opts *lambdatest.Options) (*lambdatest
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+fn, "AWS_LAMBDA_RUNTIME_API="+srv.Addr())
-	var out lockedBuffer
+	var out testutil.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -123,23 +123,6 @@ func startHelper(t *testing.T, fn string, opts *lambdatest.Options) (*lambdatest
 		}
 	})
 	return srv, cmd
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func wait(t *testing.T, inv *lambdatest.Invocation) *lambdatest.Response {

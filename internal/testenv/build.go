@@ -21,8 +21,9 @@ import (
 var builds sync.Map // string -> func() (string, error)
 
 // BuildBinary builds the main package pkg (a path relative to the module
-// root, such as "./functions/mcp") once per test process and returns the
-// path of the executable. The binary is built with -race when the test
+// root, such as "./functions/mcp") with the build tags (none: the
+// production build) once per test process and returns the path of the
+// executable. The binary is built with -race when the test
 // binary was (RaceEnabled), so data races in server processes are reported
 // too: a race-enabled process that saw a race exits with status 66.
 //
@@ -30,11 +31,12 @@ var builds sync.Map // string -> func() (string, error)
 // (mcpush-test/<hash of module root and package>/), replaced atomically on
 // each build, so concurrent test processes can share them and nothing
 // accumulates. A build failure fails the test with the compiler output.
-func BuildBinary(t testing.TB, pkg string) string {
+func BuildBinary(t testing.TB, pkg string, tags ...string) string {
 	t.Helper()
 	root := RepoRoot(t)
-	build, _ := builds.LoadOrStore(pkg, sync.OnceValues(func() (string, error) {
-		return buildBinary(root, pkg)
+	key := pkg + "\x00" + strings.Join(tags, ",")
+	build, _ := builds.LoadOrStore(key, sync.OnceValues(func() (string, error) {
+		return buildBinary(root, pkg, tags)
 	}))
 	bin, err := build.(func() (string, error))()
 	if err != nil {
@@ -43,7 +45,7 @@ func BuildBinary(t testing.TB, pkg string) string {
 	return bin
 }
 
-func buildBinary(root, pkg string) (string, error) {
+func buildBinary(root, pkg string, tags []string) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return "", err
@@ -51,6 +53,9 @@ func buildBinary(root, pkg string) (string, error) {
 	args := []string{"build"}
 	if RaceEnabled {
 		args = append(args, "-race")
+	}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {

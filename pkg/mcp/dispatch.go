@@ -212,8 +212,7 @@ func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, 
 		return encodeResponse(m.ID, result, nil)
 	case errors.As(err, &rpcErr):
 	default:
-		s.log.ErrorContext(ctx, "request failed", "session", ss.ID(), "method", m.Method, "err", err)
-		rpcErr = Errorf(CodeInternalError, "internal error: %v", err)
+		rpcErr = s.internalError(ctx, "request failed", err, "session", ss.ID(), "method", m.Method)
 	}
 	return encodeResponse(m.ID, nil, rpcErr)
 }

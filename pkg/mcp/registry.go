@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -197,6 +198,9 @@ func (s *Server) toolOverlay(ctx context.Context) map[string]*notify.ToolItem {
 	}
 	out := map[string]*notify.ToolItem{}
 	for name, raw := range items {
+		if s.opts.RegistryTools != nil && !slices.Contains(s.opts.RegistryTools, name) {
+			continue
+		}
 		if dt, err := notify.DecodeToolItem(raw); err == nil {
 			out[name] = dt
 		}

@@ -167,3 +167,57 @@ func TestListChangedExactlyOnce(t *testing.T) {
 	cancel()
 	wg.Wait()
 }
+
+// TestRegistryToolsOption: a tools item re-describes or disables any tool
+// registered in code, unless ServerOptions.RegistryTools leaves it out.
+func TestRegistryToolsOption(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		registryTools []string
+		wantEcho      string // echo's description after the items
+		wantAsk       bool   // ask still listed
+	}{
+		{"all tools by default", nil, "changed", false},
+		{"only echo", []string{"echo"}, "changed", true},
+		{"only ask", []string{"ask"}, "echoes", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 1, dynamic, func(o *mcp.ServerOptions) { o.RegistryTools = tc.registryTools })
+			store, err := sqlitestore.New(c.dbPath, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			items := map[string]json.RawMessage{
+				"echo": json.RawMessage(`{"name":"echo","description":"changed"}`),
+				"ask":  json.RawMessage(`{"name":"ask","enabled":false}`),
+			}
+			if _, _, err := store.ApplyRegistry(context.Background(), notify.RegistryTools, notify.OpPut, items, "m-1"); err != nil {
+				t.Fatal(err)
+			}
+			sid := initialize(t, c.urls[0], "2025-11-25")
+			r := post(t, c.urls[0], sid, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+			b, _ := io.ReadAll(r.Body)
+			r.Body.Close()
+			var res struct {
+				Result struct{ Tools []mcp.Tool }
+			}
+			if err := json.Unmarshal(b, &res); err != nil {
+				t.Fatalf("tools/list: %v: %s", err, b)
+			}
+			var echo string
+			ask := false
+			for _, tool := range res.Result.Tools {
+				switch tool.Name {
+				case "echo":
+					echo = tool.Description
+				case "ask":
+					ask = true
+				}
+			}
+			if echo != tc.wantEcho || ask != tc.wantAsk {
+				t.Errorf("echo described %q, ask listed %v; want %q, %v", echo, ask, tc.wantEcho, tc.wantAsk)
+			}
+		})
+	}
+}

@@ -45,6 +45,11 @@ type ServerOptions struct {
 	// features registered in code, declares listChanged for all three, and
 	// sends each session exactly one list_changed per change.
 	DynamicRegistries bool
+	// RegistryTools, if set, are the only tools registered in code that a
+	// tools registry item may enable, disable or re-describe; items naming
+	// others are ignored. Nil means every tool registered in code. (The
+	// SNS ingest checks names too: see ingest.Options.Tools.)
+	RegistryTools []string
 	// RegistryRefresh is how long this process trusts its copy of the
 	// registry hashes before reading them again (one read, shared by all
 	// requests and streams of the process). Default: 500ms.
@@ -158,9 +163,6 @@ func NewServer(impl *Implementation, store notify.Store, opts *ServerOptions) *S
 	s.local.init()
 	return s
 }
-
-// Store returns the store the server keeps its state in.
-func (s *Server) Store() notify.Store { return s.store }
 
 // AddTool registers a tool with an untyped handler. t.InputSchema must be
 // set (a JSON object schema); the handler validates its own arguments.

@@ -119,9 +119,14 @@ func (h *StreamableHandler) Close() {
 
 // httpError writes a JSON-RPC error object with id null and an HTTP status.
 func httpError(w http.ResponseWriter, status, code int, msg string) {
+	writeError(w, status, &Error{Code: code, Message: msg})
+}
+
+// writeError answers with status and a JSON-RPC error without an id.
+func writeError(w http.ResponseWriter, status int, e *Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(encodeResponse(nil, nil, &Error{Code: code, Message: msg}))
+	w.Write(encodeResponse(nil, nil, e))
 }
 
 // ServeHTTP implements http.Handler.
@@ -344,8 +349,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 				httpError(w, http.StatusRequestEntityTooLarge, CodeInvalidRequest, "Request Entity Too Large: "+err.Error())
 				return
 			}
-			h.srv.log.ErrorContext(ctx, "handling client message", "session", ss.ID(), "method", m.Method, "err", err)
-			httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: "+err.Error())
+			writeError(w, http.StatusInternalServerError, h.srv.internalError(ctx, "handling client message", err, "session", ss.ID(), "method", m.Method))
 			return
 		}
 	}
@@ -396,8 +400,7 @@ func (h *StreamableHandler) serveInitialize(w http.ResponseWriter, r *http.Reque
 			rpcErr = Errorf(CodeInvalidParams, "invalid params: the session profile is too large to store")
 			status = http.StatusRequestEntityTooLarge
 		} else if !errors.As(err, &rpcErr) {
-			h.srv.log.ErrorContext(r.Context(), "initialize failed", "err", err)
-			rpcErr = Errorf(CodeInternalError, "internal error: %v", err)
+			rpcErr = h.srv.internalError(r.Context(), "initialize failed", err)
 			status = http.StatusInternalServerError
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -44,9 +44,10 @@ type ResourceItem struct {
 }
 
 // ToolItem is a tools registry item: it enables, disables or re-describes a
-// built-in tool (session_info, topics_list, events_recent, events_wait).
-// Only Name is required; a nil Enabled leaves the tool enabled and an
-// empty Description keeps the built-in one.
+// tool the server registered in code (by default the ingest accepts only
+// the event tools: see ingest.Options.Tools and mcp.ServerOptions
+// .RegistryTools). Only Name is required; a nil Enabled leaves the tool
+// enabled and an empty Description keeps the one given in code.
 type ToolItem struct {
 	Name        string `json:"name"`
 	Enabled     *bool  `json:"enabled,omitempty"`

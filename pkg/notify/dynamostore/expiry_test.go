@@ -13,27 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
 )
-
-// clock is a settable clock for Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // TestExpiredItems checks, with an injected clock, that readers ignore
 // items whose TTL has passed (DynamoDB deletes them late; moto never does)
@@ -46,8 +29,8 @@ func TestExpiredItems(t *testing.T) {
 	if err := dynamostore.CreateTable(ctx, c, table); err != nil {
 		t.Fatal(err)
 	}
-	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	st := dynamostore.New(strictAPI{c}, table, &dynamostore.Options{Now: clk.now, EventTTL: time.Hour, TopicEventTTL: 2 * time.Hour})
+	clk := testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := dynamostore.New(strictAPI{c}, table, &dynamostore.Options{Now: clk.Now, EventTTL: time.Hour, TopicEventTTL: 2 * time.Hour})
 	data := func(d ...string) [][]byte {
 		var b [][]byte
 		for _, s := range d {
@@ -62,15 +45,15 @@ func TestExpiredItems(t *testing.T) {
 		}
 	}
 
-	if err := st.CreateSession(ctx, &notify.Session{ID: "s", ExpiresAt: clk.now().Add(10 * time.Hour)}); err != nil {
+	if err := st.CreateSession(ctx, &notify.Session{ID: "s", ExpiresAt: clk.Now().Add(10 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	st.Append(ctx, "s", "x", data("a", "b"), &notify.AppendOptions{IdempotencyKey: "k"})
 	st.PutMessage(ctx, "s", "m", []byte("old"))
-	st.AppendTopicEvent(ctx, "t", "id1", clk.now(), json.RawMessage(`1`))
-	clk.advance(30 * time.Minute)
+	st.AppendTopicEvent(ctx, "t", "id1", clk.Now(), json.RawMessage(`1`))
+	clk.Advance(30 * time.Minute)
 	st.Append(ctx, "s", "x", data("c"), nil)
-	clk.advance(40 * time.Minute) // a, b, k, m expired; c lives 20 more minutes
+	clk.Advance(40 * time.Minute) // a, b, k, m expired; c lives 20 more minutes
 
 	evs, err := st.ReadEvents(ctx, "s", "x", 0, 100)
 	check("ReadEvents(0, 100)", []any{evs, err}, []any{[]notify.Event{{Seq: 3, Data: []byte("c")}}, nil})
@@ -84,20 +67,20 @@ func TestExpiredItems(t *testing.T) {
 	seq, ok, err := st.Append(ctx, "s", "x", data("d"), &notify.AppendOptions{IdempotencyKey: "k"})
 	check("Append(expired key)", []any{seq, ok, err}, []any{int64(4), true, nil})
 
-	clk.advance(2 * time.Hour) // the topic event expired
+	clk.Advance(2 * time.Hour) // the topic event expired
 	tevs, err := st.ReadTopicEvents(ctx, "t", 0, 10)
 	check("ReadTopicEvents", []any{tevs, err}, []any{[]notify.TopicEvent(nil), nil})
-	ev, created, err := st.AppendTopicEvent(ctx, "t", "id1", clk.now(), json.RawMessage(`2`))
+	ev, created, err := st.AppendTopicEvent(ctx, "t", "id1", clk.Now(), json.RawMessage(`2`))
 	check("AppendTopicEvent(expired message id)", []any{ev.Seq, created, err}, []any{int64(2), true, nil})
 	topics, err := st.Topics(ctx)
-	check("Topics", []any{topics, err}, []any{[]notify.Topic{{Name: "t", LastSeq: 2, UpdatedAt: clk.now()}}, nil})
+	check("Topics", []any{topics, err}, []any{[]notify.Topic{{Name: "t", LastSeq: 2, UpdatedAt: clk.Now()}}, nil})
 
-	clk.advance(10 * time.Hour) // the session expired
+	clk.Advance(10 * time.Hour) // the session expired
 	if _, err := st.GetSession(ctx, "s"); !errors.Is(err, notify.ErrNotFound) {
 		t.Errorf("GetSession(expired): got %v, want ErrNotFound", err)
 	}
 	// It is replaced, with everything it owned.
-	if err := st.CreateSession(ctx, &notify.Session{ID: "s", ExpiresAt: clk.now().Add(time.Hour)}); err != nil {
+	if err := st.CreateSession(ctx, &notify.Session{ID: "s", ExpiresAt: clk.Now().Add(time.Hour)}); err != nil {
 		t.Fatalf("CreateSession(over an expired one): %v", err)
 	}
 	seq, ok, err = st.Append(ctx, "s", "x", data("new"), nil)

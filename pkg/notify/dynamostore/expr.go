@@ -3,7 +3,6 @@ package dynamostore
 import (
 	"strconv"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -68,12 +67,4 @@ func (e *expr) valuesOrNil() map[string]types.AttributeValue {
 		return nil
 	}
 	return e.values
-}
-
-// str returns s as a *string, nil when empty.
-func str(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return aws.String(s)
 }

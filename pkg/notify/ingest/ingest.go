@@ -21,6 +21,10 @@ type Options struct {
 	// Now is the clock, used for a record without a Timestamp. Nil means
 	// time.Now.
 	Now func() time.Time
+	// Tools are the tools a tools registry item may enable, disable or
+	// re-describe: those the MCP server registers in code. Nil means
+	// BuiltinTools.
+	Tools []string
 }
 
 // Ingester applies SNS events to a notify.Store. It keeps no state between
@@ -29,6 +33,7 @@ type Ingester struct {
 	store  notify.Store
 	logger *slog.Logger
 	now    func() time.Time
+	tools  []string
 }
 
 // New returns an Ingester that writes to store.
@@ -36,7 +41,10 @@ func New(store notify.Store, opts *Options) *Ingester {
 	if opts == nil {
 		opts = &Options{}
 	}
-	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now}
+	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now, tools: opts.Tools}
+	if in.tools == nil {
+		in.tools = BuiltinTools
+	}
 	if in.logger == nil {
 		in.logger = slog.New(slog.DiscardHandler)
 	}
@@ -121,7 +129,7 @@ func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup bool
 	if sns.MessageID == "" {
 		return false, invalidf("MessageId", "empty")
 	}
-	msg, err := Parse(sns.TopicArn, sns.Message)
+	msg, err := parse(sns.TopicArn, sns.Message, in.tools)
 	if err != nil {
 		return false, err
 	}

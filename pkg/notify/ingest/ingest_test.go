@@ -304,3 +304,43 @@ func TestHandleLongMessageID(t *testing.T) {
 		t.Errorf("orders has %d events, want none", len(got))
 	}
 }
+
+// TestHandleTools: Options.Tools lists the tools a tools registry item may
+// name; by default the BuiltinTools. A refused item stores nothing.
+func TestHandleTools(t *testing.T) {
+	const arn = "arn:aws:sns:us-east-1:123456789012:registry"
+	put := func(name string) string {
+		return `{"type":"registry","registry":"tools","op":"put","items":[{"name":"` + name + `","description":"d"}]}`
+	}
+	for _, tc := range []struct {
+		name     string
+		tools    []string
+		tool     string
+		accepted bool
+	}{
+		{"built-in by default", nil, "events_wait", true},
+		{"own tool refused by default", nil, "count", false},
+		{"own tool listed", []string{"count", "events_wait"}, "count", true},
+		{"built-in not listed", []string{"count"}, "events_wait", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newStore(t)
+			in := New(st, &Options{Tools: tc.tools})
+			sum, err := in.Handle(context.Background(), snsEvent(record("m-1", arn, put(tc.tool))))
+			if (err == nil) != tc.accepted || (sum.Accepted == 1) != tc.accepted {
+				t.Fatalf("Handle = %+v, %v; want accepted %v", sum, err, tc.accepted)
+			}
+			if !tc.accepted && !strings.Contains(sum.Errors[0], `unknown tool "`+tc.tool+`"`) {
+				t.Errorf("error %q does not name the tool", sum.Errors[0])
+			}
+			reg, err := st.GetRegistry(context.Background(), notify.RegistryTools)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, stored := reg.Items[tc.tool]
+			if stored != tc.accepted {
+				t.Errorf("tool item stored = %v, want %v", stored, tc.accepted)
+			}
+		})
+	}
+}

@@ -92,7 +92,15 @@ type Message struct {
 // Errors are *ParseError values wrapping ErrInvalidMessage or, for data
 // or items larger than notify.MaxItemBytes, notify.ErrTooLarge. The
 // message must be valid UTF-8, as SNS requires.
+//
+// A tools registry item may name only the BuiltinTools; an Ingester with
+// Options.Tools accepts the tools listed there instead.
 func Parse(topicARN, message string) (*Message, error) {
+	return parse(topicARN, message, BuiltinTools)
+}
+
+// parse is Parse with the tools a tools registry item may name.
+func parse(topicARN, message string, tools []string) (*Message, error) {
 	if !utf8.ValidString(message) {
 		return nil, invalidf("", "not valid UTF-8")
 	}
@@ -113,7 +121,7 @@ func Parse(topicARN, message string) (*Message, error) {
 			return nil, invalidf("", "%v", err)
 		}
 		if t, ok := top["type"]; ok && kindOf(t) == "a string" {
-			return parseEnvelope(raw)
+			return parseEnvelope(raw, tools)
 		}
 	}
 	var buf bytes.Buffer
@@ -153,7 +161,7 @@ func tooLarge(path, what string, n int) error {
 }
 
 // parseEnvelope parses a message whose "type" member is a string.
-func parseEnvelope(raw json.RawMessage) (*Message, error) {
+func parseEnvelope(raw json.RawMessage, tools []string) (*Message, error) {
 	members, err := decodeObject(raw, "")
 	if err != nil {
 		return nil, err
@@ -170,7 +178,7 @@ func parseEnvelope(raw json.RawMessage) (*Message, error) {
 	case TypeEvent:
 		return parseEvent(members)
 	case TypeRegistry:
-		return parseRegistry(members)
+		return parseRegistry(members, tools)
 	}
 	return nil, invalidf("type", `unknown message type %s (want "event" or "registry"; `+
 		`a message without "type" is an event on the topic of its TopicArn)`, quote(typ))

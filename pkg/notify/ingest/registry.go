@@ -23,12 +23,11 @@ type (
 	Tool           = notify.ToolItem
 )
 
-// BuiltinTools are the tools a tools registry item may name: mcpush's
-// built-in tools (package internal/builtin registers them under these
-// names).
+// BuiltinTools are the tools a tools registry item may name by default:
+// mcpush's event tools (package eventtools registers them under these
+// names). A program that registers tools of its own lists them all in
+// Options.Tools.
 var BuiltinTools = []string{"events_recent", "events_wait", "session_info", "topics_list"}
-
-func isBuiltinTool(name string) bool { return slices.Contains(BuiltinTools, name) }
 
 var (
 	registryFields = []string{"type", "registry", "op", "items"}
@@ -39,8 +38,9 @@ var (
 	toolFields     = []string{"name", "enabled", "description"}
 )
 
-// parseRegistry parses {"type":"registry","registry":...,"op":...,"items":[...]}.
-func parseRegistry(members []member) (*Message, error) {
+// parseRegistry parses {"type":"registry","registry":...,"op":...,"items":[...]};
+// a tools item may name one of tools.
+func parseRegistry(members []member, tools []string) (*Message, error) {
 	var (
 		kind, op *string
 		items    json.RawMessage
@@ -94,7 +94,9 @@ func parseRegistry(members []member) (*Message, error) {
 	case notify.RegistryResources:
 		parse = parseResource
 	default:
-		parse = parseTool
+		parse = func(members []member, path, op string) (string, any, error) {
+			return parseTool(members, path, tools)
+		}
 	}
 	out := make(map[string]json.RawMessage, len(elems))
 	first := make(map[string]int, len(elems))
@@ -377,8 +379,9 @@ func checkMIMEType(v, path string) error {
 	return nil
 }
 
-// parseTool validates a tools item and returns its name and canonical form.
-func parseTool(members []member, path, _ string) (string, any, error) {
+// parseTool validates a tools item naming one of tools and returns its
+// name and canonical form.
+func parseTool(members []member, path string, tools []string) (string, any, error) {
 	var (
 		t    Tool
 		name *string
@@ -405,8 +408,8 @@ func parseTool(members []member, path, _ string) (string, any, error) {
 	if t.Name, err = requireName(name, join(path, "name")); err != nil {
 		return "", nil, err
 	}
-	if !isBuiltinTool(t.Name) {
-		return "", nil, invalidf(join(path, "name"), "unknown tool %s (a registry item may only change a built-in tool: %s)", quote(t.Name), strings.Join(BuiltinTools, ", "))
+	if !slices.Contains(tools, t.Name) {
+		return "", nil, invalidf(join(path, "name"), "unknown tool %s (a registry item may only change these tools: %s)", quote(t.Name), strings.Join(tools, ", "))
 	}
 	return t.Name, &t, nil
 }

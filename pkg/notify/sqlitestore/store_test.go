@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/storetest"
 )
@@ -27,24 +28,6 @@ func TestContract(t *testing.T) {
 	storetest.Run(t, open, func(t *testing.T) string {
 		return filepath.Join(t.TempDir(), "store.db")
 	})
-}
-
-// clock is a settable clock for Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 func newStore(t *testing.T, path string, opts *Options) *Store {
@@ -118,7 +101,7 @@ func TestReopen(t *testing.T) {
 // CreateSession prunes expired rows.
 func TestTTL(t *testing.T) {
 	ctx := t.Context()
-	clk := &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := testutil.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := newStore(t, filepath.Join(t.TempDir(), "store.db"), &Options{
 		Now: clk.Now, EventTTL: time.Hour, TopicEventTTL: 2 * time.Hour,
 	})
@@ -145,7 +128,7 @@ func TestTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	clk.Add(90 * time.Minute) // past EventTTL, not TopicEventTTL
+	clk.Advance(90 * time.Minute) // past EventTTL, not TopicEventTTL
 	if evs, err := s.ReadEvents(ctx, "s1", "a", 0, 10); err != nil || len(evs) != 0 {
 		t.Errorf("ReadEvents after EventTTL = %v, %v; want none", evs, err)
 	}
@@ -169,7 +152,7 @@ func TestTTL(t *testing.T) {
 		t.Errorf("Subscribers(u) = %q, %v; want none (s2 expired)", subs, err)
 	}
 
-	clk.Add(time.Hour) // past TopicEventTTL of id1
+	clk.Advance(time.Hour) // past TopicEventTTL of id1
 	if evs, err := s.ReadTopicEvents(ctx, "t", 0, 10); err != nil || len(evs) != 0 {
 		t.Errorf("ReadTopicEvents after TopicEventTTL = %v, %v; want none", evs, err)
 	}
@@ -179,7 +162,7 @@ func TestTTL(t *testing.T) {
 	}
 
 	// CreateSession prunes: s2 with its subscription, and the expired rows.
-	clk.Add(pruneInterval)
+	clk.Advance(pruneInterval)
 	if err := s.CreateSession(ctx, &notify.Session{ID: "s3", ExpiresAt: clk.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +187,7 @@ func TestTTL(t *testing.T) {
 // and that the new session inherits nothing.
 func TestCreateOverExpired(t *testing.T) {
 	ctx := t.Context()
-	clk := &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := testutil.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := newStore(t, filepath.Join(t.TempDir(), "store.db"), &Options{Now: clk.Now})
 	old := &notify.Session{ID: "s1", ExpiresAt: clk.Now().Add(time.Minute), Subscriptions: []string{"u"}}
 	if err := s.CreateSession(ctx, old); err != nil {
@@ -216,7 +199,7 @@ func TestCreateOverExpired(t *testing.T) {
 	if err := s.CreateSession(ctx, &notify.Session{ID: "s1", ExpiresAt: clk.Now().Add(time.Hour)}); !errors.Is(err, notify.ErrExists) {
 		t.Fatalf("CreateSession(live id): got %v, want ErrExists", err)
 	}
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if err := s.CreateSession(ctx, &notify.Session{ID: "s1", ExpiresAt: clk.Now().Add(time.Hour)}); err != nil {
 		t.Fatalf("CreateSession(expired id): %v", err)
 	}

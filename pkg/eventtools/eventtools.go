@@ -1,8 +1,20 @@
-// Package builtin holds mcpush's own tools and resources: tools that
+// Package eventtools adds mcpush's event tools and the events://{topic}
+// resource template to an *mcp.Server, with one call: Add. The tools
 // return data (structuredContent with an output schema, never a bare
 // "success" string) about the session and the external events published
-// through SNS, and the events://{topic} resource template.
-package builtin
+// through SNS (package ingest writes them to the store):
+//
+//   - session_info: the session's id, protocol version, client, log
+//     level, subscriptions and expiry;
+//   - topics_list: the topics that have events, with their last sequence;
+//   - events_recent: a topic's recent events, or those after a sequence;
+//   - events_wait: waits for the next event of a topic, reporting
+//     progress while it waits.
+//
+// events://{topic} reads a topic's recent events as JSON; a session
+// subscribed to it is told of each new event (notifications/resources/
+// updated), pushed by the ingest.
+package eventtools
 
 import (
 	"context"
@@ -15,9 +27,8 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// Tool names. A registry message may enable, disable or re-describe them;
-// ingest.BuiltinTools lists them for the SNS ingest, which validates
-// registry messages without importing the server.
+// Tool names. A registry message may enable, disable or re-describe them
+// (see ingest.BuiltinTools).
 const (
 	SessionInfo  = "session_info"
 	TopicsList   = "topics_list"
@@ -25,7 +36,20 @@ const (
 	EventsWait   = "events_wait"
 )
 
-// Options tune the built-in tools. Nil means defaults.
+// Names lists the tools Add registers.
+var Names = []string{EventsRecent, EventsWait, SessionInfo, TopicsList}
+
+// Store is what the event tools read: the topics and their events. Every
+// notify.Store is one.
+type Store interface {
+	// Topics lists the topics that have events.
+	Topics(ctx context.Context) ([]notify.Topic, error)
+	// ReadTopicEvents returns up to limit events of topic with a
+	// sequence number greater than after, oldest first.
+	ReadTopicEvents(ctx context.Context, topic string, after int64, limit int) ([]notify.TopicEvent, error)
+}
+
+// Options tune the event tools. Nil means defaults.
 type Options struct {
 	// PollInterval is how often events_wait looks for a new event.
 	// Default: 100ms.
@@ -34,9 +58,9 @@ type Options struct {
 	MaxWait time.Duration
 }
 
-// Register adds the built-in tools and the events://{topic} template to s,
-// reading events from store.
-func Register(s *mcp.Server, store notify.Store, opts *Options) {
+// Add adds the event tools and the events://{topic} template to s,
+// reading events from store. Call it before serving s.
+func Add(s *mcp.Server, store Store, opts *Options) {
 	b := &tools{store: store}
 	if opts != nil {
 		b.opts = *opts
@@ -66,7 +90,7 @@ func Register(s *mcp.Server, store notify.Store, opts *Options) {
 }
 
 type tools struct {
-	store notify.Store
+	store Store
 	opts  Options
 }
 

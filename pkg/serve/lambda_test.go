@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"bytes"
@@ -25,14 +25,14 @@ import (
 // lambdaurl.Wrap and httpadapter, as lambda.Start would, without a
 // runtime. lambda_invoke_test.go runs the real binaries.
 
-// newTestHandler returns a lambdaHandler in mode whose routes are those of
+// newTestHandler returns a LambdaHandler in mode whose routes are those of
 // mux (nil: the real ones), and the buffer its logs go to.
-func newTestHandler(t *testing.T, mode string, mux *http.ServeMux) (*lambdaHandler, *bytes.Buffer) {
+func newTestHandler(t *testing.T, mode string, mux *http.ServeMux) (*LambdaHandler, *bytes.Buffer) {
 	t.Helper()
-	return newTestHandlerOpts(t, &lambdaOptions{Mode: mode, Auth: authIAM}, mux)
+	return newTestHandlerOpts(t, &LambdaOptions{Mode: mode, Auth: AuthIAM}, mux)
 }
 
-func newTestHandlerOpts(t *testing.T, opts *lambdaOptions, mux *http.ServeMux) (*lambdaHandler, *bytes.Buffer) {
+func newTestHandlerOpts(t *testing.T, opts *LambdaOptions, mux *http.ServeMux) (*LambdaHandler, *bytes.Buffer) {
 	t.Helper()
 	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "mcpush.db"), nil)
 	if err != nil {
@@ -40,9 +40,11 @@ func newTestHandlerOpts(t *testing.T, opts *lambdaOptions, mux *http.ServeMux) (
 	}
 	t.Cleanup(func() { store.Close() })
 	var logs bytes.Buffer
-	logger := slog.New(requestIDHandler{slog.NewJSONHandler(&logs, nil)})
+	logger := slog.New(RequestIDHandler{slog.NewJSONHandler(&logs, nil)})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: "test"}, store, &mcp.ServerOptions{Logger: logger})
-	h, err := newLambdaHandler(srv, logger, opts)
+	o := *opts
+	o.Logger = logger
+	h, err := NewLambdaHandler(srv, &o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,12 +57,12 @@ func newTestHandlerOpts(t *testing.T, opts *lambdaOptions, mux *http.ServeMux) (
 
 // serve runs one request through the adapter of mode and returns the
 // status, headers and body the caller would see.
-func serve(t *testing.T, h *lambdaHandler, method, path string, header map[string]string, iamARN string) (int, map[string]string, string) {
+func serve(t *testing.T, h *LambdaHandler, method, path string, header map[string]string, iamARN string) (int, map[string]string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
-	if h.mode == modeStream {
+	if h.mode == ModeStream {
 		ev := &events.LambdaFunctionURLRequest{
 			RawPath: path, Headers: header,
 			RequestContext: events.LambdaFunctionURLRequestContext{
@@ -102,7 +104,7 @@ func serve(t *testing.T, h *lambdaHandler, method, path string, header map[strin
 	return resp.StatusCode, resp.Headers, resp.Body
 }
 
-var modes = []string{modeStream, modeBuffered}
+var modes = []string{ModeStream, ModeBuffered}
 
 func TestPanicBecomes500(t *testing.T) {
 	mux := http.NewServeMux()
@@ -117,7 +119,7 @@ func TestPanicBecomes500(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			h, logs := newTestHandler(t, mode, mux)
 			code, _, body := serve(t, h, "POST", "/early", nil, "")
-			if code != http.StatusInternalServerError || !strings.Contains(body, `"code":-32603`) {
+			if code != http.StatusInternalServerError || !strings.Contains(body, `"code":-32603`) || !strings.Contains(body, "req-1") || strings.Contains(body, "early") {
 				t.Errorf("panic before the headers: %d %q, want 500 with a JSON-RPC internal error", code, body)
 			}
 			// After the headers, the response ends where it was.
@@ -138,7 +140,7 @@ func TestPanicBecomes500(t *testing.T) {
 func TestIAMPrincipal(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/whoami", func(w http.ResponseWriter, r *http.Request) {
-		p, err := iamAuthenticator{}.Authenticate(r)
+		p, err := IAMAuthenticator{}.Authenticate(r)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
@@ -162,7 +164,7 @@ func TestIAMPrincipal(t *testing.T) {
 func TestBufferedJoinsHeaders(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/accept", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Header.Get("Accept")) })
-	h, _ := newTestHandler(t, modeBuffered, mux)
+	h, _ := newTestHandler(t, ModeBuffered, mux)
 	// httpadapter splits "a, b" into two values; pkg/mcp reads one.
 	_, _, body := serve(t, h, "GET", "/accept", map[string]string{"accept": "application/json, text/event-stream"}, "")
 	if body != "application/json, text/event-stream" {
@@ -173,7 +175,7 @@ func TestBufferedJoinsHeaders(t *testing.T) {
 // TestBufferedPollEndsWithRetry: a buffered GET with nothing to deliver
 // returns after the poll window, ending with retry:.
 func TestBufferedPollEndsWithRetry(t *testing.T) {
-	h, _ := newTestHandlerOpts(t, &lambdaOptions{Mode: modeBuffered, MaxGETStream: 300 * time.Millisecond}, nil)
+	h, _ := newTestHandlerOpts(t, &LambdaOptions{Mode: ModeBuffered, MaxGETStream: 300 * time.Millisecond}, nil)
 	const arn = "arn:aws:iam::123456789012:user/alice"
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	session := initialize(t, h, init, arn)
@@ -191,7 +193,7 @@ func TestBufferedPollEndsWithRetry(t *testing.T) {
 	}
 }
 
-func initialize(t *testing.T, h *lambdaHandler, body, arn string) string {
+func initialize(t *testing.T, h *LambdaHandler, body, arn string) string {
 	t.Helper()
 	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-init"})
 	resp, err := httpadapter.NewV2(h).ProxyWithContext(ctx, events.APIGatewayV2HTTPRequest{

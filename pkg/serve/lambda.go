@@ -1,4 +1,4 @@
-package main
+package serve
 
 import (
 	"bytes"
@@ -22,37 +22,43 @@ import (
 	"github.com/mcpush/mcpush/pkg/mcp"
 )
 
-// Lambda modes (MCPUSH_LAMBDA_MODE).
+// Lambda modes (LambdaOptions.Mode; MCPUSH_LAMBDA_MODE in OptionsFromEnv).
 const (
-	// modeStream serves a Function URL in RESPONSE_STREAM mode through
+	// ModeStream serves a Function URL in RESPONSE_STREAM mode through
 	// lambdaurl: SSE events reach the client as they are written.
-	modeStream = "stream"
-	// modeBuffered serves a BUFFERED Function URL or an API Gateway HTTP
+	ModeStream = "stream"
+	// ModeBuffered serves a BUFFERED Function URL or an API Gateway HTTP
 	// API through httpadapter: a response is returned whole, so GET
 	// streams are short polls that end with "retry:".
-	modeBuffered = "buffered"
+	ModeBuffered = "buffered"
 )
 
-// Auth modes (MCPUSH_AUTH), matching the Function URL's AuthType.
+// Auth modes (LambdaOptions.Auth; MCPUSH_AUTH in OptionsFromEnv), matching
+// the Function URL's AuthType.
 const (
-	authIAM  = "iam"  // AWS_IAM: the signer's IAM ARN is the principal
-	authNone = "none" // NONE: every caller is the anonymous principal
+	AuthIAM  = "iam"  // AWS_IAM: the signer's IAM ARN is the principal
+	AuthNone = "none" // NONE: every caller is the anonymous principal
 )
 
-// lambdaOptions configure the function in Lambda. main reads them from the
-// environment.
-type lambdaOptions struct {
-	Mode           string   // modeStream or modeBuffered
-	Auth           string   // authIAM or authNone
+// LambdaOptions configure a LambdaHandler. The zero value serves a
+// RESPONSE_STREAM Function URL with AWS_IAM auth.
+type LambdaOptions struct {
+	Mode           string   // ModeStream (default) or ModeBuffered
+	Auth           string   // AuthIAM (default) or AuthNone
 	AllowedHosts   []string // if set, the only Host names accepted
 	AllowedOrigins []string // browser origins accepted ("*": any)
 	// MaxGETStream bounds a GET stream. 0 means the default: in stream
 	// mode, the invocation deadline (minus the stream margin); in
-	// buffered mode defaultPollWindow.
+	// buffered mode a 5s poll window.
 	MaxGETStream time.Duration
 	// RetryInterval is the reconnection delay sent in "retry:" fields;
 	// 0 means pkg/mcp's default (1s).
 	RetryInterval time.Duration
+	// Logger receives the access log (one record per request) and
+	// panics. Nil means slog.Default(). Wrap its handler in a
+	// RequestIDHandler (NewLogger does) to get the Lambda request id on
+	// every record.
+	Logger *slog.Logger
 }
 
 const (
@@ -67,14 +73,16 @@ const (
 	defaultRetry = time.Second
 )
 
-// lambdaHandler is the http.Handler of the function in Lambda. It routes
+// LambdaHandler is the http.Handler of an MCP server in Lambda. It routes
 // /mcp to two StreamableHandlers sharing one Server: GET streams, bounded
 // by MaxGETStream, and the rest (POST, DELETE), bounded only by the
 // invocation deadline so that a tool call is never cut short by a poll
-// window. It recovers panics into 500s, gives pkg/mcp's SSE writer the
-// Flush it needs, and logs one JSON line per request with the Lambda
-// request id and the session id. Safe for concurrent use.
-type lambdaHandler struct {
+// window; /healthz answers "ok". It recovers panics into 500s, gives
+// pkg/mcp's SSE writer the Flush it needs (neither lambdaurl's writer nor
+// httpadapter's has one, and without it SSE silently breaks), and logs one
+// JSON line per request with the Lambda request id and the session id.
+// Safe for concurrent use.
+type LambdaHandler struct {
 	log   *slog.Logger
 	mode  string
 	retry time.Duration
@@ -83,35 +91,43 @@ type lambdaHandler struct {
 	mux   *http.ServeMux
 }
 
-// newLambdaHandler builds the handler of the function; it is called once,
-// outside the invocation handler, so every invocation of a sandbox reuses
-// the server, the store and their clients.
-func newLambdaHandler(srv *mcp.Server, logger *slog.Logger, opts *lambdaOptions) (*lambdaHandler, error) {
+// ErrBadOption is wrapped by the errors of NewLambdaHandler and
+// OptionsFromEnv for a mode or auth value they do not know.
+var ErrBadOption = errors.New("serve: bad option")
+
+// NewLambdaHandler returns the handler serving srv in Lambda. Call it once,
+// at init, outside the invocation handler, so every invocation of a
+// sandbox reuses the server, the store and their clients; then call Start.
+func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, error) {
 	if opts == nil {
-		opts = &lambdaOptions{}
+		opts = &LambdaOptions{}
 	}
 	mode := opts.Mode
 	if mode == "" {
-		mode = modeStream
+		mode = ModeStream
 	}
-	if mode != modeStream && mode != modeBuffered {
-		return nil, fmt.Errorf("MCPUSH_LAMBDA_MODE=%q: want %q or %q", opts.Mode, modeStream, modeBuffered)
+	if mode != ModeStream && mode != ModeBuffered {
+		return nil, fmt.Errorf("%w: MCPUSH_LAMBDA_MODE=%q: want %q or %q", ErrBadOption, opts.Mode, ModeStream, ModeBuffered)
 	}
 	var auth mcp.Authenticator
 	switch opts.Auth {
-	case authIAM, "":
-		auth = iamAuthenticator{}
-	case authNone:
+	case AuthIAM, "":
+		auth = IAMAuthenticator{}
+	case AuthNone:
 		auth = mcp.Anonymous{}
 	default:
-		return nil, fmt.Errorf("MCPUSH_AUTH=%q: want %q or %q", opts.Auth, authIAM, authNone)
+		return nil, fmt.Errorf("%w: MCPUSH_AUTH=%q: want %q or %q", ErrBadOption, opts.Auth, AuthIAM, AuthNone)
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
 	}
 	retry := opts.RetryInterval
 	if retry <= 0 {
 		retry = defaultRetry
 	}
 	getWindow := opts.MaxGETStream
-	if getWindow <= 0 && mode == modeBuffered {
+	if getWindow <= 0 && mode == ModeBuffered {
 		getWindow = defaultPollWindow
 	}
 	base := mcp.StreamableOptions{
@@ -125,7 +141,7 @@ func newLambdaHandler(srv *mcp.Server, logger *slog.Logger, opts *lambdaOptions)
 	}
 	getOpts := base
 	getOpts.MaxStreamDuration = getWindow
-	h := &lambdaHandler{
+	h := &LambdaHandler{
 		log:   logger,
 		mode:  mode,
 		retry: retry,
@@ -138,9 +154,13 @@ func newLambdaHandler(srv *mcp.Server, logger *slog.Logger, opts *lambdaOptions)
 	return h, nil
 }
 
-// start serves invocations; it never returns.
-func (h *lambdaHandler) start() {
-	if h.mode == modeBuffered {
+// Mode reports the handler's mode, ModeStream or ModeBuffered.
+func (h *LambdaHandler) Mode() string { return h.mode }
+
+// Start serves invocations from the Lambda Runtime API
+// (AWS_LAMBDA_RUNTIME_API); it never returns.
+func (h *LambdaHandler) Start() {
+	if h.mode == ModeBuffered {
 		lambda.StartHandlerFunc(httpadapter.NewV2(h).ProxyWithContext)
 		return
 	}
@@ -148,17 +168,17 @@ func (h *lambdaHandler) start() {
 }
 
 // Close ends open streams with "retry:".
-func (h *lambdaHandler) Close() {
+func (h *LambdaHandler) Close() {
 	h.get.Close()
 	h.other.Close()
 }
 
-func (h *lambdaHandler) serveMCP(w http.ResponseWriter, r *http.Request) {
+func (h *LambdaHandler) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		h.other.ServeHTTP(w, r)
 		return
 	}
-	if h.mode != modeBuffered {
+	if h.mode != ModeBuffered {
 		h.get.ServeHTTP(w, r)
 		return
 	}
@@ -175,7 +195,7 @@ func (h *lambdaHandler) serveMCP(w http.ResponseWriter, r *http.Request) {
 // pollLinger) as soon as there are any, or after the poll window with
 // none, and always ends with a "retry:" field so the client polls again,
 // resuming with Last-Event-ID.
-func (h *lambdaHandler) servePoll(w *lambdaWriter, r *http.Request) {
+func (h *LambdaHandler) servePoll(w *lambdaWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	var once sync.Once
@@ -189,11 +209,12 @@ func (h *lambdaHandler) servePoll(w *lambdaWriter, r *http.Request) {
 	}
 }
 
-// ServeHTTP implements http.Handler.
-func (h *lambdaHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+// ServeHTTP implements http.Handler. The Lambda adapters (lambdaurl,
+// httpadapter) call it; tests may too.
+func (h *LambdaHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	w := &lambdaWriter{ResponseWriter: rw}
-	if h.mode == modeBuffered {
+	if h.mode == ModeBuffered {
 		joinHeaders(r.Header)
 	}
 	defer func() {
@@ -204,7 +225,16 @@ func (h *lambdaHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			if w.status == 0 {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusInternalServerError)
-				w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}`))
+				// The client gets the Lambda request id, which the
+				// log record carries (requestId), not the panic.
+				var id string
+				if lc, ok := lambdacontext.FromContext(r.Context()); ok {
+					id = lc.AwsRequestID
+				}
+				body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
+					"code": -32603, "message": "internal error (request id " + id + ")", "data": map[string]string{"requestId": id},
+				}})
+				w.Write(body)
 			}
 			// Headers already sent: the response just ends here.
 		}
@@ -215,7 +245,7 @@ func (h *lambdaHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		if session == "" {
 			session = w.Header().Get("Mcp-Session-Id")
 		}
-		principal, _ := callerARN(r.Context())
+		principal, _ := CallerARN(r.Context())
 		h.log.InfoContext(r.Context(), "request",
 			"method", r.Method, "path", r.URL.Path, "status", w.status, "bytes", w.bytes,
 			"durationMs", time.Since(start).Milliseconds(), "session", session, "principal", principal)
@@ -282,28 +312,30 @@ func isMessageEvent(p []byte) bool {
 	return bytes.HasPrefix(p, []byte("data: {")) || bytes.Contains(p, []byte("\ndata: {"))
 }
 
-// errNoIAMCaller is the error of a request without an IAM signer when the
-// function expects one (MCPUSH_AUTH=iam).
-var errNoIAMCaller = errors.New("no IAM caller in the request context (is the Function URL's AuthType AWS_IAM?)")
+// ErrNoIAMCaller is the error of a request without an IAM signer when the
+// function expects one (AuthIAM).
+var ErrNoIAMCaller = errors.New("no IAM caller in the request context (is the Function URL's AuthType AWS_IAM?)")
 
-// iamAuthenticator is the mcp.Authenticator of a function behind a
+// IAMAuthenticator is the mcp.Authenticator of a function behind a
 // Function URL (or HTTP API route) with AWS_IAM auth: Lambda has checked
 // the SigV4 signature, and the signer's IAM ARN (requestContext.authorizer
 // .iam.userArn: an IAM user, or an assumed role with its session name)
 // becomes the session's principal. A session used by another principal is
 // not found. Requests without an IAM caller are refused.
-type iamAuthenticator struct{}
+type IAMAuthenticator struct{}
 
-func (iamAuthenticator) Authenticate(r *http.Request) (string, error) {
-	if arn, ok := callerARN(r.Context()); ok {
+// Authenticate implements mcp.Authenticator: the principal is the IAM ARN
+// of the request's signer.
+func (IAMAuthenticator) Authenticate(r *http.Request) (string, error) {
+	if arn, ok := CallerARN(r.Context()); ok {
 		return arn, nil
 	}
-	return "", errNoIAMCaller
+	return "", ErrNoIAMCaller
 }
 
-// callerARN returns the IAM ARN of the signer of the request in ctx, from
+// CallerARN returns the IAM ARN of the signer of the request in ctx, from
 // the Function URL event (lambdaurl) or the HTTP API event (httpadapter).
-func callerARN(ctx context.Context) (string, bool) {
+func CallerARN(ctx context.Context) (string, bool) {
 	if ev, ok := lambdaurl.RequestFromContext(ctx); ok {
 		if a := ev.RequestContext.Authorizer; a != nil && a.IAM != nil && a.IAM.UserARN != "" {
 			return a.IAM.UserARN, true
@@ -318,30 +350,33 @@ func callerARN(ctx context.Context) (string, bool) {
 	return "", false
 }
 
-// requestIDHandler adds the Lambda request id ("requestId") of the
+// RequestIDHandler adds the Lambda request id ("requestId") of the
 // invocation in a record's context to every log record, so a record can
 // be found from the invocation and the other way round.
-type requestIDHandler struct{ slog.Handler }
+type RequestIDHandler struct{ slog.Handler }
 
-func (h requestIDHandler) Handle(ctx context.Context, r slog.Record) error {
+// Handle implements slog.Handler.
+func (h RequestIDHandler) Handle(ctx context.Context, r slog.Record) error {
 	if lc, ok := lambdacontext.FromContext(ctx); ok {
 		r.AddAttrs(slog.String("requestId", lc.AwsRequestID))
 	}
 	return h.Handler.Handle(ctx, r)
 }
 
-func (h requestIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return requestIDHandler{h.Handler.WithAttrs(attrs)}
+// WithAttrs implements slog.Handler.
+func (h RequestIDHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return RequestIDHandler{h.Handler.WithAttrs(attrs)}
 }
 
-func (h requestIDHandler) WithGroup(name string) slog.Handler {
-	return requestIDHandler{h.Handler.WithGroup(name)}
+// WithGroup implements slog.Handler.
+func (h RequestIDHandler) WithGroup(name string) slog.Handler {
+	return RequestIDHandler{h.Handler.WithGroup(name)}
 }
 
-// reportInitError tells the Runtime API at api (AWS_LAMBDA_RUNTIME_API)
+// ReportInitError tells the Runtime API at api (AWS_LAMBDA_RUNTIME_API)
 // that initialisation failed, so the invoker sees why instead of a bare
 // Runtime.ExitError. Errors are returned, not logged.
-func reportInitError(api string, initErr error) error {
+func ReportInitError(api string, initErr error) error {
 	body, _ := json.Marshal(struct {
 		Message string   `json:"errorMessage"`
 		Type    string   `json:"errorType"`

@@ -1,4 +1,4 @@
-package builtin_test
+package eventtools_test
 
 import (
 	"bufio"
@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/mcpush/mcpush/internal/builtin"
+	"github.com/mcpush/mcpush/internal/testutil"
+	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
@@ -33,7 +34,7 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, nil)
-	builtin.Register(srv, store, &builtin.Options{PollInterval: 10 * time.Millisecond, MaxWait: 10 * time.Second})
+	eventtools.Add(srv, store, &eventtools.Options{PollInterval: 10 * time.Millisecond, MaxWait: 10 * time.Second})
 	h := mcp.NewStreamableHandler(srv, nil)
 	ts := httptest.NewServer(h)
 	t.Cleanup(func() { ts.Close(); h.Close(); store.Close() })
@@ -45,17 +46,7 @@ func setup(t *testing.T) *env {
 }
 
 func (e *env) post(body string) *http.Response {
-	req, _ := http.NewRequest("POST", e.url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if e.sid != "" {
-		req.Header.Set("Mcp-Session-Id", e.sid)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return resp
+	return testutil.Post(e.t, nil, e.url, e.sid, body)
 }
 
 // call runs tools/call and returns the structured result and the
@@ -109,7 +100,7 @@ func TestEventsTools(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var recent builtin.EventsOutput
+	var recent eventtools.EventsOutput
 	out, _, _ := e.call("events_recent", `{"topic":"orders","limit":2}`)
 	json.Unmarshal(out, &recent)
 	var seqs []int64
@@ -128,7 +119,7 @@ func TestEventsTools(t *testing.T) {
 		t.Error("limit 1000 was accepted")
 	}
 
-	var topics builtin.TopicsListOutput
+	var topics eventtools.TopicsListOutput
 	out, _, _ = e.call("topics_list", `{}`)
 	json.Unmarshal(out, &topics)
 	if len(topics.Topics) != 1 || topics.Topics[0].Name != "orders" || topics.Topics[0].LastSequence != 5 {
@@ -141,7 +132,7 @@ func TestEventsTools(t *testing.T) {
 		time.Sleep(1200 * time.Millisecond)
 		e.store.AppendTopicEvent(ctx, "orders", "m6", time.Now(), json.RawMessage(`"six"`))
 	}()
-	var waited builtin.EventsWaitOutput
+	var waited eventtools.EventsWaitOutput
 	out, _, progress := e.call("events_wait", `{"topic":"orders","timeoutSeconds":5}`)
 	json.Unmarshal(out, &waited)
 	if waited.TimedOut || waited.Event == nil || waited.Event.Sequence != 6 || string(waited.Event.Data) != `"six"` {
@@ -151,7 +142,7 @@ func TestEventsTools(t *testing.T) {
 		t.Errorf("events_wait reported progress %v, want at least 2 notifications over 1.2 s", progress)
 	}
 	out, _, _ = e.call("events_wait", `{"topic":"orders","after":6,"timeoutSeconds":0.2}`)
-	waited = builtin.EventsWaitOutput{}
+	waited = eventtools.EventsWaitOutput{}
 	json.Unmarshal(out, &waited)
 	if !waited.TimedOut || waited.Event != nil {
 		t.Errorf("events_wait with nothing new = %+v, want timed out", waited)
@@ -165,7 +156,7 @@ func TestEventsTools(t *testing.T) {
 		}
 	}
 
-	var info builtin.SessionInfoOutput
+	var info eventtools.SessionInfoOutput
 	out, _, _ = e.call("session_info", `{}`)
 	json.Unmarshal(out, &info)
 	if info.SessionID != e.sid || info.ClientName != "tester" || info.ProtocolVersion != "2025-11-25" {

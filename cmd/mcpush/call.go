@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/schollz/progressbar/v3"
+)
+
+// errToolFailed reports a tool result with isError; its text went to stderr.
+var errToolFailed = errors.New("the tool reported an error")
+
+// cmdCall calls a tool: arguments key=value (typed by the tool's input
+// schema: a property of type string takes the text as is, any other type
+// takes it as JSON) or key:=JSON. It prints the structured content as
+// JSON, or the text content when there is none. Progress goes to stderr:
+// a bar on a terminal, one line per update otherwise.
+func cmdCall(ctx context.Context, e *env, c *common, name string, args []string) error {
+	client, err := newClient(ctx, e, c, &mcp.ClientOptions{NoStandaloneStream: true})
+	if err != nil {
+		return err
+	}
+	cs, err := client.Connect(ctx, c.url)
+	if err != nil {
+		return err
+	}
+	defer cs.Close(context.WithoutCancel(ctx))
+	var schema *inputSchema
+	if len(args) > 0 {
+		tools, err := cs.ListTools(ctx)
+		if err != nil {
+			return err
+		}
+		for _, t := range tools {
+			if t.Name == name {
+				schema = schemaOf(t)
+			}
+		}
+	}
+	arguments, err := parseArgs(args, schema)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	pr := newProgressRenderer(e, name)
+	res, err := cs.CallTool(ctx, name, arguments, pr.update)
+	pr.finish()
+	if err != nil {
+		return err
+	}
+	if res.IsError {
+		for _, c := range res.Content {
+			if t, ok := c.(*mcp.TextContent); ok {
+				fmt.Fprintln(e.stderr, t.Text)
+			}
+		}
+		return errToolFailed
+	}
+	if raw, ok := res.StructuredContent.(json.RawMessage); ok {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return fmt.Errorf("structured content: %w", err)
+		}
+		return writeJSON(e.stdout, v, true)
+	}
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			fmt.Fprintln(e.stdout, c.Text)
+		default:
+			if err := writeJSON(e.stdout, c, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// inputSchema is the part of a tool's input schema argument parsing uses.
+type inputSchema struct {
+	Properties map[string]struct {
+		Type any `json:"type"` // a string or a list of strings
+	} `json:"properties"`
+}
+
+func schemaOf(t *mcp.Tool) *inputSchema {
+	b, err := json.Marshal(t.InputSchema)
+	if err != nil {
+		return nil
+	}
+	var s inputSchema
+	if json.Unmarshal(b, &s) != nil {
+		return nil
+	}
+	return &s
+}
+
+// isString reports whether the schema says key is only a string (or says
+// nothing about key, when the schema is unknown).
+func (s *inputSchema) isString(key string) bool {
+	if s == nil {
+		return false
+	}
+	p, ok := s.Properties[key]
+	if !ok {
+		return true
+	}
+	switch t := p.Type.(type) {
+	case string:
+		return t == "string"
+	case []any:
+		return len(t) == 1 && t[0] == "string"
+	}
+	return false
+}
+
+// parseArgs turns key=value and key:=JSON into an arguments object. With
+// no schema, a value that parses as JSON is JSON and anything else a
+// string.
+func parseArgs(args []string, schema *inputSchema) (map[string]any, error) {
+	out := map[string]any{}
+	for _, a := range args {
+		if k, v, ok := strings.Cut(a, ":="); ok && !strings.Contains(k, "=") {
+			var x any
+			if err := json.Unmarshal([]byte(v), &x); err != nil {
+				return nil, fmt.Errorf("argument %s: %q is not JSON: %v", k, v, err)
+			}
+			out[k] = x
+			continue
+		}
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("argument %q: want key=value or key:=JSON", a)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("argument %s given twice", k)
+		}
+		var x any
+		if schema.isString(k) || json.Unmarshal([]byte(v), &x) != nil {
+			out[k] = v
+		} else {
+			out[k] = x
+		}
+	}
+	return out, nil
+}
+
+// progressRenderer shows a call's progress on stderr: a progress bar on a
+// terminal; otherwise one line per update,
+//
+//	progress: 3/10 (30%) message
+//	progress: 3 message          (no total)
+type progressRenderer struct {
+	w    io.Writer
+	tty  bool
+	name string
+	bar  *progressbar.ProgressBar
+}
+
+func newProgressRenderer(e *env, name string) *progressRenderer {
+	return &progressRenderer{w: e.stderr, tty: e.tty, name: name}
+}
+
+// barScale is the bar's resolution: progress/total in thousandths.
+const barScale = 1000
+
+func (p *progressRenderer) update(pp *mcp.ProgressParams) {
+	if !p.tty {
+		line := fmt.Sprintf("progress: %s", fmtNum(pp.Progress))
+		if pp.Total > 0 {
+			line += fmt.Sprintf("/%s (%.0f%%)", fmtNum(pp.Total), 100*pp.Progress/pp.Total)
+		}
+		if pp.Message != "" {
+			line += " " + pp.Message
+		}
+		fmt.Fprintln(p.w, line)
+		return
+	}
+	if p.bar == nil {
+		max := int64(-1) // a spinner when the total is unknown
+		if pp.Total > 0 {
+			max = barScale
+		}
+		p.bar = progressbar.NewOptions64(max,
+			progressbar.OptionSetWriter(p.w),
+			progressbar.OptionSetDescription(p.name),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(0),
+		)
+	}
+	if pp.Message != "" {
+		p.bar.Describe(p.name + ": " + pp.Message)
+	}
+	if pp.Total > 0 {
+		p.bar.Set64(int64(barScale * min(pp.Progress/pp.Total, 1)))
+	} else {
+		p.bar.Set64(int64(pp.Progress))
+	}
+}
+
+func (p *progressRenderer) finish() {
+	if p.bar != nil {
+		p.bar.Finish()
+		fmt.Fprintln(p.w)
+	}
+}
+
+func fmtNum(f float64) string {
+	if f == float64(int64(f)) {
+		return fmt.Sprint(int64(f))
+	}
+	return fmt.Sprintf("%.2f", f)
+}

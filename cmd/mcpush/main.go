@@ -1,0 +1,49 @@
+// Command mcpush is a command-line MCP client for mcpush (and any MCP
+// server over Streamable HTTP), and an SNS publisher:
+//
+//	mcpush tools
+//	mcpush call NAME key=value ...
+//	mcpush watch [--topic T ...] [--json]
+//	mcpush publish --topic-arn ARN --message M [--endpoint-url URL]
+//
+// The server URL comes from --url or MCPUSH_URL. Run mcpush -h for the
+// flags. This main only reads the environment and wires; cli.go does the
+// work.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"golang.org/x/term"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env := &env{
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+		url:    os.Getenv("MCPUSH_URL"),
+		tty:    term.IsTerminal(int(os.Stderr.Fd())),
+		width: func() int {
+			w, _, err := term.GetSize(int(os.Stderr.Fd()))
+			if err != nil {
+				return 0
+			}
+			return w
+		},
+		awsConfig: func(ctx context.Context, region string) (aws.Config, error) {
+			var opts []func(*config.LoadOptions) error
+			if region != "" {
+				opts = append(opts, config.WithRegion(region))
+			}
+			return config.LoadDefaultConfig(ctx, opts...)
+		},
+	}
+	os.Exit(run(ctx, os.Args[1:], env))
+}

@@ -1,0 +1,540 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrSessionNotFound is returned (wrapped) when the server answers a
+// request of the session with HTTP 404: the session expired, was deleted,
+// or never existed on that server. The session cannot be used any more;
+// connect again, or set ClientOptions.Reconnect to have the client
+// re-initialize (and re-subscribe) by itself.
+var ErrSessionNotFound = errors.New("mcp: session not found")
+
+// ErrClientClosed is returned by calls on a ClientSession after Close.
+var ErrClientClosed = errors.New("mcp: client session closed")
+
+// HTTPError is a non-2xx HTTP answer the client could not act on.
+type HTTPError struct {
+	Status int
+	Body   string // the start of the response body
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("mcp: HTTP %d %s: %s", e.Status, http.StatusText(e.Status), e.Body)
+}
+
+// NotificationHandler handles one notification from the server. params is
+// the notification's raw params (nil when it has none).
+//
+// Handlers run one at a time, in the order the notifications arrived, on
+// one goroutine per session (seed 004). A handler that panics is recovered
+// and logged, and the next notification is handled as usual.
+//
+// A slow handler delays every later notification (and progress callback),
+// never drops it: notifications wait in an unbounded in-memory queue. Keep
+// handlers fast (in-memory updates, logging, a non-blocking send to a
+// goroutine of your own); do I/O elsewhere. A handler must not wait for a
+// call on the same session that needs a later notification to be handled
+// (CallTool waits until its progress callbacks have run).
+type NotificationHandler func(ctx context.Context, cs *ClientSession, method string, params json.RawMessage)
+
+// ProgressFunc receives the progress notifications of one call, in order.
+// It runs on the session's notification goroutine (see NotificationHandler).
+type ProgressFunc func(p *ProgressParams)
+
+// ClientOptions configure a Client. The zero value (or nil) is usable.
+type ClientOptions struct {
+	// HTTPClient sends every request. Default: a client without timeout
+	// (streams are long-lived; use contexts to bound calls).
+	HTTPClient *http.Client
+	// Header is added to every request (e.g. Authorization).
+	Header http.Header
+	// Logger receives warnings (undeclared notifications, recovered
+	// handler panics, reconnections). Default: slog.Default().
+	Logger *slog.Logger
+	// ProtocolVersion is the version asked for at initialize. Default:
+	// LatestProtocolVersion.
+	ProtocolVersion string
+
+	// CreateMessageHandler answers sampling/createMessage; setting it
+	// declares the sampling capability.
+	CreateMessageHandler func(ctx context.Context, cs *ClientSession, p *CreateMessageParams) (*CreateMessageResult, error)
+	// ElicitationHandler answers elicitation/create; setting it declares
+	// the elicitation capability.
+	ElicitationHandler func(ctx context.Context, cs *ClientSession, p *ElicitParams) (*ElicitResult, error)
+	// RootsHandler answers roots/list; setting it declares the roots
+	// capability.
+	RootsHandler func(ctx context.Context, cs *ClientSession) (*ListRootsResult, error)
+
+	// ToolsChangedHandler receives the re-listed tools after
+	// notifications/tools/list_changed. The client re-lists on every such
+	// notification with at most one re-list in flight per session;
+	// notifications that arrive meanwhile coalesce into one more re-list
+	// (seed 002). It runs like a NotificationHandler.
+	ToolsChangedHandler func(ctx context.Context, cs *ClientSession, tools []*Tool)
+	// PromptsChangedHandler is ToolsChangedHandler for prompts.
+	PromptsChangedHandler func(ctx context.Context, cs *ClientSession, prompts []*Prompt)
+	// ResourcesChangedHandler is ToolsChangedHandler for resources.
+	ResourcesChangedHandler func(ctx context.Context, cs *ClientSession, resources []*Resource)
+
+	// NoStandaloneStream: do not open the standalone GET stream, on which
+	// the server sends what is not related to a request (list_changed,
+	// resource updates, events).
+	NoStandaloneStream bool
+	// Reconnect: when the server answers 404 for the session, initialize
+	// a new session, restore the log level and subscriptions, and go on
+	// (the call that met the 404 is retried once). The new session does
+	// not get what the old one missed.
+	Reconnect bool
+	// ReconnectedHandler runs (like a NotificationHandler, in order) after
+	// Reconnect replaced a lost session, so that the program can fetch
+	// what the old session missed.
+	ReconnectedHandler func(ctx context.Context, cs *ClientSession)
+	// RetryDelay is how long to wait before reopening a stream that ended
+	// when the server sent no "retry:" field. Default: 1s. After failed
+	// attempts the delay doubles, up to MaxRetryDelay.
+	RetryDelay time.Duration
+	// MaxRetryDelay bounds the delay between reconnection attempts.
+	// Default: 10s.
+	MaxRetryDelay time.Duration
+	// MaxResumeAttempts bounds consecutive failed attempts to resume the
+	// stream of one request. Default: 10.
+	MaxResumeAttempts int
+}
+
+// Client is an MCP client for Streamable HTTP (2025 era: initialize,
+// sessions, the standalone GET stream). Create it with NewClient, register
+// notification handlers, then Connect to a server. A Client is safe for
+// concurrent use; handlers must be registered before Connect.
+type Client struct {
+	impl *Implementation
+	opts ClientOptions
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	handlers map[string][]NotificationHandler
+}
+
+// NewClient returns a client that introduces itself as impl. nil opts
+// means defaults.
+func NewClient(impl *Implementation, opts *ClientOptions) *Client {
+	c := &Client{impl: impl, handlers: map[string][]NotificationHandler{}}
+	if opts != nil {
+		c.opts = *opts
+	}
+	if c.opts.HTTPClient == nil {
+		c.opts.HTTPClient = &http.Client{}
+	}
+	if c.opts.Logger == nil {
+		c.opts.Logger = slog.Default()
+	}
+	if c.opts.ProtocolVersion == "" {
+		c.opts.ProtocolVersion = LatestProtocolVersion
+	}
+	if c.opts.RetryDelay <= 0 {
+		c.opts.RetryDelay = time.Second
+	}
+	if c.opts.MaxRetryDelay <= 0 {
+		c.opts.MaxRetryDelay = 10 * time.Second
+	}
+	if c.opts.MaxResumeAttempts <= 0 {
+		c.opts.MaxResumeAttempts = 10
+	}
+	c.log = c.opts.Logger
+	return c
+}
+
+// AddNotificationHandler registers h for notifications with the given
+// method ("notifications/message", ...); method "" receives every
+// notification. Handlers of one method run in registration order, before
+// the "" handlers. See NotificationHandler for how they run.
+func (c *Client) AddNotificationHandler(method string, h NotificationHandler) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.handlers[method] = append(c.handlers[method], h)
+}
+
+func (c *Client) handlersFor(method string) []NotificationHandler {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append(slices.Clone(c.handlers[method]), c.handlers[""]...)
+}
+
+// capabilities are the client capabilities declared at initialize.
+func (c *Client) capabilities() json.RawMessage {
+	caps := map[string]any{}
+	if c.opts.CreateMessageHandler != nil {
+		caps["sampling"] = map[string]any{}
+	}
+	if c.opts.ElicitationHandler != nil {
+		caps["elicitation"] = map[string]any{}
+	}
+	if c.opts.RootsHandler != nil {
+		caps["roots"] = map[string]any{"listChanged": false}
+	}
+	b, _ := json.Marshal(caps)
+	return b
+}
+
+// ClientSession is a connection to one server: one MCP session, which the
+// client keeps across reconnections. Its methods are safe for concurrent
+// use. Close it when done.
+type ClientSession struct {
+	c   *Client
+	url string
+
+	ctx    context.Context // the session's lifetime: cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	queue  *notifyQueue
+
+	nextID    atomic.Int64
+	nextToken atomic.Int64
+
+	mu       sync.Mutex
+	id       string // Mcp-Session-Id
+	init     *InitializeResult
+	level    LoggingLevel
+	subs     []string
+	progress map[string]ProgressFunc
+	getStop  context.CancelFunc // stops the current GET stream loop
+	closed   bool
+
+	reinitMu sync.Mutex
+
+	relists [3]relist // tools, prompts, resources
+}
+
+// Connect initializes a session with the server at url (its MCP
+// endpoint), sends notifications/initialized, and opens the standalone
+// GET stream (unless NoStandaloneStream). ctx bounds the handshake only.
+func (c *Client) Connect(ctx context.Context, url string) (*ClientSession, error) {
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cs := &ClientSession{c: c, url: url, ctx: life, cancel: cancel, progress: map[string]ProgressFunc{}}
+	cs.queue = newNotifyQueue(c.log)
+	if err := cs.initialize(ctx); err != nil {
+		cancel()
+		cs.queue.close()
+		return nil, err
+	}
+	return cs, nil
+}
+
+// initialize runs the handshake and starts the GET stream.
+func (cs *ClientSession) initialize(ctx context.Context) error {
+	c := cs.c
+	cs.mu.Lock()
+	cs.id = ""
+	cs.init = nil
+	cs.mu.Unlock()
+	params := &InitializeParams{ProtocolVersion: c.opts.ProtocolVersion, Capabilities: c.capabilities(), ClientInfo: c.impl}
+	var res InitializeResult
+	sid, err := cs.roundTrip(ctx, "initialize", params, &res, nil)
+	if err != nil {
+		return fmt.Errorf("mcp: initialize %s: %w", cs.url, err)
+	}
+	if !supportedVersion(res.ProtocolVersion) {
+		return fmt.Errorf("mcp: initialize %s: server chose unsupported protocol version %q", cs.url, res.ProtocolVersion)
+	}
+	if res.Capabilities == nil {
+		res.Capabilities = &ServerCapabilities{}
+	}
+	cs.mu.Lock()
+	cs.id = sid
+	cs.init = &res
+	cs.mu.Unlock()
+	if err := cs.notify(ctx, "notifications/initialized", nil); err != nil {
+		return fmt.Errorf("mcp: notifications/initialized: %w", err)
+	}
+	if !c.opts.NoStandaloneStream {
+		cs.startGET()
+	}
+	return nil
+}
+
+// InitializeResult is the server's answer to initialize (of the current
+// session, after a reconnection the new one's).
+func (cs *ClientSession) InitializeResult() *InitializeResult {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.init
+}
+
+// ID is the current Mcp-Session-Id ("" if the server assigned none).
+func (cs *ClientSession) ID() string {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.id
+}
+
+// Close stops the streams, ends the session on the server (DELETE), and
+// waits until the queued notifications have been handled.
+func (cs *ClientSession) Close(ctx context.Context) error {
+	cs.mu.Lock()
+	if cs.closed {
+		cs.mu.Unlock()
+		return nil
+	}
+	cs.closed = true
+	id := cs.id
+	cs.mu.Unlock()
+	cs.cancel()
+	var err error
+	if id != "" {
+		req, rerr := http.NewRequestWithContext(ctx, http.MethodDelete, cs.url, nil)
+		if rerr == nil {
+			cs.setHeaders(req, id)
+			resp, derr := cs.c.opts.HTTPClient.Do(req)
+			if derr != nil {
+				err = derr
+			} else {
+				resp.Body.Close()
+				if resp.StatusCode >= 300 && resp.StatusCode != http.StatusMethodNotAllowed && resp.StatusCode != http.StatusNotFound {
+					err = &HTTPError{Status: resp.StatusCode}
+				}
+			}
+		}
+	}
+	cs.wg.Wait()
+	cs.queue.close()
+	return err
+}
+
+// Ping checks that the server answers.
+func (cs *ClientSession) Ping(ctx context.Context) error {
+	return cs.Call(ctx, "ping", nil, nil)
+}
+
+// Call sends any request and decodes its result into result (which may be
+// nil). Errors from the server are *Error values; a 404 for the session
+// wraps ErrSessionNotFound.
+func (cs *ClientSession) Call(ctx context.Context, method string, params, result any) error {
+	return cs.call(ctx, method, params, result, nil)
+}
+
+// ListTools lists all tools, following pagination.
+func (cs *ClientSession) ListTools(ctx context.Context) ([]*Tool, error) {
+	return listAll(ctx, cs, "tools/list", func(r *ListToolsResult) ([]*Tool, string) { return r.Tools, r.NextCursor })
+}
+
+// ListPrompts lists all prompts, following pagination.
+func (cs *ClientSession) ListPrompts(ctx context.Context) ([]*Prompt, error) {
+	return listAll(ctx, cs, "prompts/list", func(r *ListPromptsResult) ([]*Prompt, string) { return r.Prompts, r.NextCursor })
+}
+
+// ListResources lists all resources, following pagination.
+func (cs *ClientSession) ListResources(ctx context.Context) ([]*Resource, error) {
+	return listAll(ctx, cs, "resources/list", func(r *ListResourcesResult) ([]*Resource, string) { return r.Resources, r.NextCursor })
+}
+
+// ListResourceTemplates lists all resource templates, following pagination.
+func (cs *ClientSession) ListResourceTemplates(ctx context.Context) ([]*ResourceTemplate, error) {
+	return listAll(ctx, cs, "resources/templates/list", func(r *ListResourceTemplatesResult) ([]*ResourceTemplate, string) {
+		return r.ResourceTemplates, r.NextCursor
+	})
+}
+
+// maxListPages bounds the pages one List call follows.
+const maxListPages = 1000
+
+func listAll[R any, T any](ctx context.Context, cs *ClientSession, method string, items func(*R) ([]T, string)) ([]T, error) {
+	var all []T
+	cursor := ""
+	for range maxListPages {
+		var res R
+		if err := cs.Call(ctx, method, &listParams{Cursor: cursor}, &res); err != nil {
+			return nil, err
+		}
+		page, next := items(&res)
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		cursor = next
+	}
+	return nil, fmt.Errorf("mcp: %s: more than %d pages", method, maxListPages)
+}
+
+// CallTool calls the tool name with args (any value that marshals to a
+// JSON object; nil for none). If progress is not nil, the request asks for
+// progress and progress receives each notification, in order; every
+// callback has run when CallTool returns. A tool that fails returns a
+// result with IsError set, not an error.
+func (cs *ClientSession) CallTool(ctx context.Context, name string, args any, progress ProgressFunc) (*CallToolResult, error) {
+	p := &CallToolParams{Name: name}
+	if args != nil {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return nil, fmt.Errorf("mcp: tools/call %s: arguments: %w", name, err)
+		}
+		p.Arguments = b
+	}
+	var res CallToolResult
+	if err := cs.call(ctx, "tools/call", p, &res, progress); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetPrompt gets the prompt name rendered with args.
+func (cs *ClientSession) GetPrompt(ctx context.Context, name string, args map[string]string) (*GetPromptResult, error) {
+	var res GetPromptResult
+	if err := cs.Call(ctx, "prompts/get", &GetPromptParams{Name: name, Arguments: args}, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// ReadResource reads the resource uri.
+func (cs *ClientSession) ReadResource(ctx context.Context, uri string) (*ReadResourceResult, error) {
+	var res ReadResourceResult
+	if err := cs.Call(ctx, "resources/read", &ReadResourceParams{URI: uri}, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Subscribe subscribes to updates of the resource uri
+// (notifications/resources/updated). The client re-subscribes after a
+// reconnection (ClientOptions.Reconnect).
+func (cs *ClientSession) Subscribe(ctx context.Context, uri string) error {
+	if err := cs.Call(ctx, "resources/subscribe", &SubscribeParams{URI: uri}, nil); err != nil {
+		return err
+	}
+	cs.mu.Lock()
+	if !slices.Contains(cs.subs, uri) {
+		cs.subs = append(cs.subs, uri)
+	}
+	cs.mu.Unlock()
+	return nil
+}
+
+// Unsubscribe ends a subscription.
+func (cs *ClientSession) Unsubscribe(ctx context.Context, uri string) error {
+	if err := cs.Call(ctx, "resources/unsubscribe", &SubscribeParams{URI: uri}, nil); err != nil {
+		return err
+	}
+	cs.mu.Lock()
+	cs.subs = slices.DeleteFunc(cs.subs, func(s string) bool { return s == uri })
+	cs.mu.Unlock()
+	return nil
+}
+
+// SetLoggingLevel asks the server to send log messages of level and above
+// (notifications/message). It is restored after a reconnection.
+func (cs *ClientSession) SetLoggingLevel(ctx context.Context, level LoggingLevel) error {
+	if err := cs.Call(ctx, "logging/setLevel", &SetLevelParams{Level: level}, nil); err != nil {
+		return err
+	}
+	cs.mu.Lock()
+	cs.level = level
+	cs.mu.Unlock()
+	return nil
+}
+
+// call sends a request and waits for its response, re-initializing once
+// on ErrSessionNotFound when the options ask for it.
+func (cs *ClientSession) call(ctx context.Context, method string, params, result any, progress ProgressFunc) error {
+	if cs.ctx.Err() != nil {
+		return ErrClientClosed
+	}
+	_, err := cs.roundTrip(ctx, method, params, result, progress)
+	if errors.Is(err, ErrSessionNotFound) && cs.c.opts.Reconnect && method != "initialize" {
+		if rerr := cs.reinitialize(ctx, cs.staleID(err)); rerr != nil {
+			return fmt.Errorf("%w (re-initializing: %v)", err, rerr)
+		}
+		_, err = cs.roundTrip(ctx, method, params, result, progress)
+	}
+	return err
+}
+
+// sessionGoneError carries the id of the session that got a 404, so that
+// concurrent callers re-initialize only once.
+type sessionGoneError struct{ id string }
+
+func (e *sessionGoneError) Error() string { return ErrSessionNotFound.Error() + " (" + e.id + ")" }
+func (e *sessionGoneError) Unwrap() error { return ErrSessionNotFound }
+
+func (cs *ClientSession) staleID(err error) string {
+	var g *sessionGoneError
+	if errors.As(err, &g) {
+		return g.id
+	}
+	return ""
+}
+
+// reinitialize starts a new session in place of stale, unless another
+// caller already did, and restores the log level and subscriptions.
+func (cs *ClientSession) reinitialize(ctx context.Context, stale string) error {
+	cs.reinitMu.Lock()
+	defer cs.reinitMu.Unlock()
+	cs.mu.Lock()
+	current, closed := cs.id, cs.closed
+	level, subs := cs.level, slices.Clone(cs.subs)
+	if cs.getStop != nil && current == stale {
+		cs.getStop()
+		cs.getStop = nil
+	}
+	cs.mu.Unlock()
+	if closed {
+		return ErrClientClosed
+	}
+	if current != stale {
+		return nil // someone else re-initialized already
+	}
+	cs.c.log.Warn("mcp client: session not found; re-initializing", "url", cs.url, "session", stale)
+	if err := cs.initialize(ctx); err != nil {
+		cs.mu.Lock()
+		if cs.id == "" {
+			cs.id = stale // the next request meets the 404 again and retries
+		}
+		cs.mu.Unlock()
+		return err
+	}
+	if level != "" {
+		if _, err := cs.roundTrip(ctx, "logging/setLevel", &SetLevelParams{Level: level}, nil, nil); err != nil {
+			return fmt.Errorf("restoring log level: %w", err)
+		}
+	}
+	for _, uri := range subs {
+		if _, err := cs.roundTrip(ctx, "resources/subscribe", &SubscribeParams{URI: uri}, nil, nil); err != nil {
+			return fmt.Errorf("re-subscribing to %s: %w", uri, err)
+		}
+	}
+	if h := cs.c.opts.ReconnectedHandler; h != nil {
+		cs.queue.push(func() { cs.safely("reconnected", "initialize", func() { h(cs.ctx, cs) }) })
+	}
+	return nil
+}
+
+// registerProgress returns a new progress token routed to f.
+func (cs *ClientSession) registerProgress(f ProgressFunc) string {
+	tok := "p" + strconv.FormatInt(cs.nextToken.Add(1), 10)
+	cs.mu.Lock()
+	cs.progress[canonicalID(json.RawMessage(strconv.Quote(tok)))] = f
+	cs.mu.Unlock()
+	return tok
+}
+
+func (cs *ClientSession) unregisterProgress(tok string) {
+	cs.mu.Lock()
+	delete(cs.progress, canonicalID(json.RawMessage(strconv.Quote(tok))))
+	cs.mu.Unlock()
+}
+
+func (cs *ClientSession) progressFunc(token json.RawMessage) ProgressFunc {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.progress[canonicalID(token)]
+}

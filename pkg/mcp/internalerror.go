@@ -1,0 +1,27 @@
+package mcp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// internalError logs err (with msg and attrs) under a new error id and
+// returns the JSON-RPC error the client gets instead: CodeInternalError
+// with the id, never err's text, which may name tables, files or AWS
+// request details. The id ("errorId" in the log record and in the error's
+// data) lets an operator find the record from what a user reports.
+func (s *Server) internalError(ctx context.Context, msg string, err error, attrs ...any) *Error {
+	id := newErrorID()
+	s.log.ErrorContext(ctx, msg, append(attrs, "err", err, "errorId", id)...)
+	data, _ := json.Marshal(map[string]string{"errorId": id})
+	return &Error{Code: CodeInternalError, Message: "internal error (id " + id + ")", Data: data}
+}
+
+// newErrorID returns 8 random bytes in hex.
+func newErrorID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,27 @@
+// Package serve runs an *mcp.Server as a program: in AWS Lambda behind a
+// Function URL (or an API Gateway HTTP API), or as a local HTTP server,
+// with one call, Run.
+//
+// In Lambda (Options.RuntimeAPI set from AWS_LAMBDA_RUNTIME_API) a
+// LambdaHandler serves invocations in one of two modes:
+//
+//   - ModeStream: a RESPONSE_STREAM Function URL through lambdaurl. SSE
+//     events reach the client as they are written; a GET stream lasts
+//     until shortly before the invocation deadline and ends with "retry:".
+//   - ModeBuffered: a BUFFERED Function URL or an HTTP API through
+//     httpadapter. A response is returned whole, so a GET stream is a
+//     long poll that returns as soon as there are messages.
+//
+// Either way the handler recovers panics into JSON-RPC internal errors,
+// gives pkg/mcp's SSE writer the Flush it needs under the Lambda
+// adapters, logs one record per request with the Lambda request id
+// (RequestIDHandler), and, with AuthIAM, makes the SigV4 signer's IAM ARN
+// the session's principal (IAMAuthenticator).
+//
+// Outside Lambda, ListenAndServe serves /mcp until its context is done
+// (SIGTERM), then shuts down gracefully, ending open streams with
+// "retry:".
+//
+// The package never reads the environment itself: a main passes
+// os.Getenv to OptionsFromEnv. See docs/lambda.md for the deployment.
+package serve
