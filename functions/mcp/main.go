@@ -122,6 +122,8 @@ func run(logger *slog.Logger) error {
 		{"MCPUSH_MAX_INFLIGHT_PER_SESSION", &opts.Limits.MaxInFlightPerSession},
 		{"MCPUSH_MAX_INFLIGHT", &opts.Limits.MaxInFlight},
 		{"MCPUSH_MAX_STREAMS_PER_SESSION", &opts.Limits.MaxStreamsPerSession},
+		{"MCPUSH_MAX_REQUESTS_PER_MINUTE", &opts.Limits.MaxRequestsPerMinute},
+		{"MCPUSH_MAX_SESSIONS_PER_HOUR", &opts.Limits.MaxSessionsPerHour},
 	} {
 		if *l.dst, err = intEnv(l.name); err != nil {
 			return err

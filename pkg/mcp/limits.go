@@ -41,6 +41,15 @@ type Limits struct {
 	// transport allows it (the local HTTP server): a body trickled slower
 	// gets HTTP 408.
 	BodyReadTimeout time.Duration
+	// MaxRequestsPerMinute bounds the HTTP requests of one principal per
+	// minute (a fixed window), over all processes sharing the store
+	// (HTTP 429 with Retry-After beyond it).
+	MaxRequestsPerMinute int
+	// MaxSessionsPerHour bounds the sessions one principal creates per
+	// hour (a fixed window), over all processes sharing the store (HTTP
+	// 429 with Retry-After beyond it). With the idle timeout this bounds
+	// the sessions, subscriptions and stored bytes a principal holds.
+	MaxSessionsPerHour int
 }
 
 // DefaultLimits are the limits of a server whose options leave them zero.
@@ -54,6 +63,8 @@ var DefaultLimits = Limits{
 	MaxInFlight:             1000,
 	MaxStreamsPerSession:    4,
 	BodyReadTimeout:         30 * time.Second,
+	MaxRequestsPerMinute:    6000,
+	MaxSessionsPerHour:      1000,
 }
 
 // withDefaults returns l with every zero (or negative) field set to its
@@ -73,6 +84,8 @@ func (l Limits) withDefaults() Limits {
 	set(&l.MaxInFlightPerSession, d.MaxInFlightPerSession)
 	set(&l.MaxInFlight, d.MaxInFlight)
 	set(&l.MaxStreamsPerSession, d.MaxStreamsPerSession)
+	set(&l.MaxRequestsPerMinute, d.MaxRequestsPerMinute)
+	set(&l.MaxSessionsPerHour, d.MaxSessionsPerHour)
 	if l.BodyReadTimeout <= 0 {
 		l.BodyReadTimeout = d.BodyReadTimeout
 	}

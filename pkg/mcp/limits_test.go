@@ -320,3 +320,45 @@ func TestTemplateQueryFragment(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimits (finding 4): the request rate and the session creations
+// of one principal are bounded over all processes sharing the store,
+// with 429 and Retry-After; the count is batched, so the overshoot is at
+// most one batch per process.
+func TestRateLimits(t *testing.T) {
+	frozen := time.Now().Truncate(time.Hour).Add(30*time.Minute + 30*time.Second) // mid-window: no reset during the test
+	const limit, sessions = 40, 3
+	c := newCluster(t, 2, func(o *mcp.ServerOptions) {
+		o.Now = func() time.Time { return frozen }
+		o.Limits.MaxRequestsPerMinute = limit
+		o.Limits.MaxSessionsPerHour = sessions
+	})
+	var sid string
+	for i := range sessions {
+		sid = initialize(t, c.urls[i%2], "2025-11-25")
+	}
+	resp, b := rawCall{body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}`}.do(t, c.urls[1])
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "sessions per hour") {
+		t.Errorf("initialize over the session limit: %d %v %s; want 429 with Retry-After", resp.StatusCode, resp.Header, b)
+	}
+	allowed := 2*sessions + 1 // initialize and initialized per session, and the refused initialize
+	refused := 0
+	for i := range 2 * limit {
+		resp, b := rawCall{session: sid, body: `{"jsonrpc":"2.0","id":1,"method":"ping"}`}.do(t, c.urls[i%2])
+		switch resp.StatusCode {
+		case http.StatusOK:
+			allowed++
+		case http.StatusTooManyRequests:
+			refused++
+			if ra := resp.Header.Get("Retry-After"); ra != "30" || !strings.Contains(string(b), "requests per minute") {
+				t.Fatalf("429 with Retry-After %q and %s; want 30 (the window ends in 30s)", ra, b)
+			}
+		default:
+			t.Fatalf("ping: %d %s", resp.StatusCode, b)
+		}
+	}
+	const batch = limit / 20
+	if refused == 0 || allowed < limit || allowed > limit+2*batch {
+		t.Errorf("%d requests allowed, %d refused; want between %d and %d allowed (the limit plus a batch per process)", allowed, refused, limit, limit+2*batch)
+	}
+}

@@ -80,6 +80,7 @@ type StreamableHandler struct {
 	streams   sync.WaitGroup
 	inflight  gauge // requests running, per session and in all
 	open      gauge // SSE streams open, per session
+	rate      rateLimiter
 }
 
 // NewStreamableHandler returns an http.Handler for srv.
@@ -106,6 +107,8 @@ func NewStreamableHandler(srv *Server, opts *StreamableOptions) *StreamableHandl
 	if h.opts.SSEAfter <= 0 {
 		h.opts.SSEAfter = time.Second
 	}
+	h.rate.counter, _ = srv.store.(notify.RateCounter)
+	h.rate.now, h.rate.log = srv.opts.Now, srv.log
 	return h
 }
 
@@ -146,6 +149,10 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	principal, err := h.opts.Authenticator.Authenticate(r)
 	if err != nil {
 		httpError(w, http.StatusUnauthorized, CodeInvalidRequest, "Unauthorized: "+err.Error())
+		return
+	}
+	if ok, retry := h.rate.allow(r.Context(), "req/"+principal, h.srv.opts.Limits.MaxRequestsPerMinute, time.Minute); !ok {
+		rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxRequestsPerMinute))+" requests per minute")
 		return
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !supportedVersion(v) {
@@ -303,6 +310,10 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 			}
 			if r.Header.Get("Mcp-Session-Id") != "" {
 				httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: initialize must not carry an Mcp-Session-Id (it starts a new session)")
+				return
+			}
+			if ok, retry := h.rate.allow(r.Context(), "sessions/"+principal, h.srv.opts.Limits.MaxSessionsPerHour, time.Hour); !ok {
+				rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxSessionsPerHour))+" new sessions per hour")
 				return
 			}
 			h.serveInitialize(w, r, principal, m)

@@ -18,9 +18,9 @@ func ratePK(key string) string { return "Q#" + part(key) }
 // CountInWindow implements notify.RateCounter with one UpdateItem (ADD)
 // on the item of (key, window), which DynamoDB's TTL removes after
 // expires.
-func (s *Store) CountInWindow(ctx context.Context, name string, window int64, expires time.Time) (n int64, err error) {
+func (s *Store) CountInWindow(ctx context.Context, name string, window, delta int64, expires time.Time) (n int64, err error) {
 	defer wrap(&err, "dynamostore: CountInWindow(%.64q, %d)", name, window)
-	if err := notify.CheckRateKey(name); err != nil {
+	if err := notify.CheckRateKey(name, delta); err != nil {
 		return 0, err
 	}
 	var e expr
@@ -28,7 +28,7 @@ func (s *Store) CountInWindow(ctx context.Context, name string, window int64, ex
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: s.table,
 		Key:       key(ratePK(name), pad(window)),
-		UpdateExpression: aws.String("ADD " + e.n(attrSeq) + " " + e.v(avN(1)) +
+		UpdateExpression: aws.String("ADD " + e.n(attrSeq) + " " + e.v(avN(delta)) +
 			" SET " + e.n(attrExp) + " = " + e.v(exp) + ", " + e.n(attrExpiresAt) + " = " + e.v(ttl)),
 		ExpressionAttributeNames:  e.namesOrNil(),
 		ExpressionAttributeValues: e.valuesOrNil(),

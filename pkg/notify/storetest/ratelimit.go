@@ -23,7 +23,7 @@ func testRateCounter(t *testing.T, s *suite) {
 	exp := time.Now().Add(time.Hour)
 	count := func(key string, window int64) int64 {
 		t.Helper()
-		n, err := rc.CountInWindow(ctx, key, window, exp)
+		n, err := rc.CountInWindow(ctx, key, window, 1, exp)
 		if err != nil {
 			t.Fatalf("CountInWindow(%q, %d): %v", key, window, err)
 		}
@@ -45,7 +45,7 @@ func testRateCounter(t *testing.T, s *suite) {
 	for range writers {
 		wg.Go(func() {
 			for range each {
-				if _, err := rc.CountInWindow(ctx, "p#c", 1, exp); err != nil {
+				if _, err := rc.CountInWindow(ctx, "p#c", 1, 1, exp); err != nil {
 					t.Error(err)
 				}
 			}
@@ -55,10 +55,16 @@ func testRateCounter(t *testing.T, s *suite) {
 	if got := count("p#c", 1); got != writers*each+1 {
 		t.Errorf("after %d concurrent counts the next is %d, want %d", writers*each, got, writers*each+1)
 	}
-	if _, err := rc.CountInWindow(ctx, "", 1, exp); !errors.Is(err, notify.ErrInvalid) {
+	if n, err := rc.CountInWindow(ctx, "p#c", 1, 10, exp); err != nil || n != writers*each+11 {
+		t.Errorf("adding 10 = %d, %v; want %d", n, err, writers*each+11)
+	}
+	if _, err := rc.CountInWindow(ctx, "", 1, 1, exp); !errors.Is(err, notify.ErrInvalid) {
 		t.Errorf("empty key: %v, want ErrInvalid", err)
 	}
-	if _, err := rc.CountInWindow(ctx, strings.Repeat("k", notify.MaxURIBytes+1), 1, exp); !errors.Is(err, notify.ErrTooLarge) {
+	if _, err := rc.CountInWindow(ctx, "p#c", 1, 0, exp); !errors.Is(err, notify.ErrInvalid) {
+		t.Errorf("increment 0: %v, want ErrInvalid", err)
+	}
+	if _, err := rc.CountInWindow(ctx, strings.Repeat("k", notify.MaxURIBytes+1), 1, 1, exp); !errors.Is(err, notify.ErrTooLarge) {
 		t.Errorf("long key: %v, want ErrTooLarge", err)
 	}
 }
