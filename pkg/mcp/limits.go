@@ -138,14 +138,17 @@ func tooMany(w http.ResponseWriter, msg string) {
 // 413, 408 or 400.
 func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, int, string) {
 	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(time.Now().Add(timeout)) == nil {
-		// The stream that may follow is not bound by it.
-		defer rc.SetReadDeadline(time.Time{})
-	}
+	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err == nil {
+		if deadline {
+			rc.SetReadDeadline(time.Time{}) // the stream that may follow is not bound by it
+		}
 		return body, 0, ""
 	}
+	// The deadline stays: the server must not wait for the rest of a
+	// trickled body before it answers and closes.
+	w.Header().Set("Connection", "close")
 	var tooBig *http.MaxBytesError
 	var ne net.Error
 	switch {

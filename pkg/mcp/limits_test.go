@@ -362,3 +362,41 @@ func TestRateLimits(t *testing.T) {
 		t.Errorf("%d requests allowed, %d refused; want between %d and %d allowed (the limit plus a batch per process)", allowed, refused, limit, limit+2*batch)
 	}
 }
+
+// TestStreamsPerSession (finding 6): a session holds at most
+// MaxStreamsPerSession SSE streams on a process; one more gets 429, and
+// a stream that ends frees its place.
+func TestStreamsPerSession(t *testing.T) {
+	c := newCluster(t, 1, func(o *mcp.ServerOptions) { o.Limits.MaxStreamsPerSession = 1 })
+	sid := initialize(t, c.urls[0], "2025-11-25")
+	ctx, closeFirst := context.WithCancel(t.Context())
+	first := openGET(t, ctx, c.urls[0], sid)
+	defer first.Body.Close()
+	get := rawCall{method: "GET", session: sid}
+	resp, b := get.do(t, c.urls[0])
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a second stream: %d %s, want 429 with Retry-After", resp.StatusCode, b)
+	}
+	closeFirst()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		sctx, stop := context.WithCancel(t.Context())
+		req, _ := http.NewRequestWithContext(sctx, "GET", c.urls[0], nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := resp.StatusCode
+		stop()
+		resp.Body.Close()
+		if status == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the first stream ended a new one still gets %d", status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -81,7 +81,9 @@ type LocalOptions struct {
 // HTTP server until ctx is done (a SIGTERM or an interrupt, with
 // signal.NotifyContext), then shuts down gracefully: open streams end with
 // "retry:" so clients reconnect elsewhere, and in-flight requests get
-// ShutdownTimeout to finish. It returns nil after a graceful shutdown.
+// ShutdownTimeout to finish; connections still open then (a stream of a
+// session before 2025-11-25 cannot end with "retry:") are closed. It
+// returns nil after a shutdown, an error only when serving fails.
 func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) error {
 	if opts == nil {
 		opts = &LocalOptions{}
