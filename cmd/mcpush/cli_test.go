@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/google/go-cmp/cmp"
 	"github.com/mcpush/mcpush/internal/moto"
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
@@ -66,26 +66,8 @@ func newTestServer(t *testing.T) string {
 	return ts.URL
 }
 
-// lockedBuffer is an io.Writer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func testEnv(url string) (*env, *lockedBuffer, *lockedBuffer) {
-	out, errb := &lockedBuffer{}, &lockedBuffer{}
+func testEnv(url string) (*env, *testutil.LockedBuffer, *testutil.LockedBuffer) {
+	out, errb := &testutil.LockedBuffer{}, &testutil.LockedBuffer{}
 	return &env{
 		stdout: out, stderr: errb, url: url, width: func() int { return 0 },
 		awsConfig: func(ctx context.Context, region string) (aws.Config, error) {

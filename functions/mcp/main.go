@@ -132,6 +132,13 @@ func run(logger *slog.Logger) error {
 	if opts.Limits.BodyReadTimeout, err = serve.DurationEnv(os.Getenv, "MCPUSH_BODY_READ_TIMEOUT"); err != nil {
 		return err
 	}
+	if keys := os.Getenv("MCPUSH_STATE_KEYS"); keys != "" {
+		if opts.StateKeys, err = mcp.ParseStateKeys(keys); err != nil {
+			return fmt.Errorf("MCPUSH_STATE_KEYS: %w", err)
+		}
+	} else {
+		logger.Warn("MCPUSH_STATE_KEYS is not set: requestState keys are random per process, so a 2026-era retry must reach the same process")
+	}
 	if fix != nil {
 		fix.options(opts)
 	}

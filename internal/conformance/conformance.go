@@ -37,6 +37,7 @@ func Register(s *mcp.Server) {
 	registerTools(s)
 	registerResources(s)
 	registerPrompts(s)
+	registerMRTR(s)
 }
 
 // Complete answers completion/complete for the fixtures; set it as

@@ -327,12 +327,25 @@ var fixtureTools = []string{
 	"test_embedded_resource",
 	"test_error_handling",
 	"test_image_content",
+	"test_input_required_result_capabilities",
+	"test_input_required_result_elicitation",
+	"test_input_required_result_list_roots",
+	"test_input_required_result_multi_round",
+	"test_input_required_result_multiple_inputs",
+	"test_input_required_result_request_state",
+	"test_input_required_result_sampling",
+	"test_input_required_result_tampered_state",
+	"test_logging_tool",
+	"test_missing_capability",
 	"test_multiple_content_types",
 	"test_reconnection",
 	"test_sampling",
 	"test_simple_text",
+	"test_streaming_elicitation",
 	"test_tool_with_logging",
 	"test_tool_with_progress",
+	"test_trigger_prompt_change",
+	"test_trigger_tool_change",
 }
 
 func TestToolsList(t *testing.T) {
@@ -717,6 +730,7 @@ func TestPrompts(t *testing.T) {
 	}
 	c.call("prompts/list", nil, &list)
 	wantList := []map[string]any{
+		{"name": "test_input_required_result_prompt", "description": "A prompt that asks for context with an input_required result"},
 		{"name": "test_prompt_with_arguments", "title": "Prompt With Arguments", "description": "A prompt with required arguments", "arguments": []any{
 			map[string]any{"name": "arg1", "description": "First test argument", "required": true},
 			map[string]any{"name": "arg2", "description": "Second test argument", "required": true},

@@ -359,4 +359,3 @@ func rssBytes(t *testing.T, pid int) int64 {
 	t.Fatalf("no VmRSS for process %d", pid)
 	return 0
 }
-

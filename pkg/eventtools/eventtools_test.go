@@ -191,4 +191,7 @@ func TestNamesMatchIngest(t *testing.T) {
 	if diff := cmp.Diff(ingest.BuiltinTools, names); diff != "" {
 		t.Errorf("ingest.BuiltinTools differs from the registered tools (-ingest +registered):\n%s", diff)
 	}
+	if diff := cmp.Diff(eventtools.Names, names); diff != "" {
+		t.Errorf("eventtools.Names differs from the registered tools (-Names +registered):\n%s", diff)
+	}
 }

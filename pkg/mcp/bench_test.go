@@ -2,16 +2,15 @@ package mcp_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
@@ -24,21 +23,9 @@ type rawClient struct {
 }
 
 func (c *rawClient) post(tb testing.TB, body string) []byte {
-	req, _ := http.NewRequest("POST", c.url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	if c.session != "" {
-		req.Header.Set("Mcp-Session-Id", c.session)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode >= 300 {
-		tb.Fatalf("POST %s: %d %s %v", body, resp.StatusCode, b, err)
+	resp, b := testutil.PostRead(tb, c.hc, c.url, c.session, body, "Mcp-Protocol-Version", "2025-11-25")
+	if resp.StatusCode >= 300 {
+		tb.Fatalf("POST %s: %d %s", body, resp.StatusCode, b)
 	}
 	if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
 		c.session = s

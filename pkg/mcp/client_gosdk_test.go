@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the Go SDK server here exercises logging, sampling and roots, deprecated in 2026-07-28 but still part of 2025-11-25, which the client speaks
+
 package mcp_test
 
 import (

@@ -1,7 +1,6 @@
 package mcp_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,31 +8,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/mcp"
 )
-
-// syncBuffer is a goroutine-safe log destination.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestClientAgainstServer joins the client and mcpush's server over real
 // HTTP (two server "processes" on one SQLite file): initialize, list, a
@@ -43,7 +24,7 @@ func TestClientAgainstServer(t *testing.T) {
 	c := newCluster(t, 2)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &testutil.LockedBuffer{}
 	client := mcp.NewClient(&mcp.Implementation{Name: "client-test", Version: "1"}, &mcp.ClientOptions{
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		CreateMessageHandler: func(ctx context.Context, cs *mcp.ClientSession, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {

@@ -170,8 +170,14 @@ func (s *Server) touch(ctx context.Context, ss *ServerSession) {
 // runRequest runs one client request and returns the encoded response,
 // or nil when the client cancelled it.
 // Related messages (progress, logs, server-to-client requests) go to out.
-func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, out *outStream) []byte {
+func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, out sink) []byte {
 	c := &call{sess: ss, id: m.ID, out: out}
+	if ss.stateless {
+		var err error
+		if c.inputResponses, c.state, err = s.readRetry(ss, m); err != nil {
+			return encodeResponse(m.ID, nil, err.(*Error))
+		}
+	}
 	var pm paramsMeta
 	if len(m.Params) > 0 && json.Unmarshal(m.Params, &pm) == nil && pm.Meta != nil && len(pm.Meta.ProgressToken) > 0 {
 		if !validProgressToken(pm.Meta.ProgressToken) {
@@ -192,16 +198,29 @@ func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, 
 	}
 	ctx, cancel := context.WithCancel(context.WithValue(ctx, callKey{}, c))
 	defer cancel()
-	key := cancelKey(m.ID)
-	s.local.addCancel(ss.ID(), key, cancel)
-	defer s.local.removeCancel(ss.ID(), key)
-	done := make(chan struct{})
-	defer close(done)
-	go s.watchCancel(ctx, ss.ID(), m.ID, s.opts.Now(), cancel, done)
+	if !ss.stateless {
+		// A 2026-era request is cancelled by closing its HTTP request,
+		// which cancels ctx; a session's request by notifications/cancelled
+		// on any process.
+		key := cancelKey(m.ID)
+		s.local.addCancel(ss.ID(), key, cancel)
+		defer s.local.removeCancel(ss.ID(), key)
+		done := make(chan struct{})
+		defer close(done)
+		go s.watchCancel(ctx, ss.ID(), m.ID, s.opts.Now(), cancel, done)
+	}
 
 	result, err := s.safeDispatch(ctx, ss, m)
 	if c.progress != nil {
 		c.progress.flush()
+	}
+	var ir *InputRequired
+	if errors.As(err, &ir) && ctx.Err() == nil {
+		if ss.stateless {
+			result, err = s.inputRequired(ctx, ss, m, ir)
+		} else {
+			err = fmt.Errorf("%s handler returned input_required to a %s session: %w", m.Method, ss.ProtocolVersion(), ErrStatelessOnly)
+		}
 	}
 	var rpcErr *Error
 	switch {
@@ -209,12 +228,33 @@ func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, 
 		// Cancelled by the client: it gets no response (MCP cancellation).
 		return nil
 	case err == nil:
-		return encodeResponse(m.ID, result, nil)
+		return encodeResult(ss, m, result)
 	case errors.As(err, &rpcErr):
+		if rpcErr.Code == CodeResourceNotFound && ss.Era() == Era2026 {
+			// SEP-2164: the 2026 era reports an unknown resource as
+			// invalid params.
+			e := *rpcErr
+			e.Code = CodeInvalidParams
+			rpcErr = &e
+		}
 	default:
 		rpcErr = s.internalError(ctx, "request failed", err, "session", ss.ID(), "method", m.Method)
 	}
 	return encodeResponse(m.ID, nil, rpcErr)
+}
+
+// ErrStatelessOnly reports a feature of the 2026 era used while serving a
+// 2025-era session.
+var ErrStatelessOnly = errors.New("mcp: only 2026-era requests support this")
+
+// encodeResult encodes a successful response, with the members the
+// session's era requires on results.
+func encodeResult(ss *ServerSession, m *Message, result any) []byte {
+	raw, err := json.Marshal(result)
+	if err != nil {
+		return encodeResponse(m.ID, nil, Errorf(CodeInternalError, "internal error: encoding result: %v", err))
+	}
+	return encodeResponse(m.ID, version(ss.ProtocolVersion()).decorate(m.Method, raw), nil)
 }
 
 // watchCancel polls the store for a cancellation of the request that
@@ -271,8 +311,22 @@ func (s *Server) safeDispatch(ctx context.Context, ss *ServerSession, m *Message
 	return s.dispatch(ctx, ss, m)
 }
 
+// removedInStateless are the 2025-era methods the 2026 era removed.
+var removedInStateless = map[string]bool{
+	"initialize": true, "ping": true, "logging/setLevel": true,
+	"resources/subscribe": true, "resources/unsubscribe": true,
+}
+
 // dispatch runs a request's method.
 func (s *Server) dispatch(ctx context.Context, ss *ServerSession, m *Message) (any, error) {
+	if ss.stateless {
+		switch {
+		case removedInStateless[m.Method]:
+			return nil, Errorf(CodeMethodNotFound, "method not found: %s (removed in protocol version %s)", m.Method, ss.ProtocolVersion())
+		case m.Method == "server/discover":
+			return s.discover(), nil
+		}
+	}
 	switch m.Method {
 	case "ping":
 		return struct{}{}, nil
@@ -385,10 +439,15 @@ func (s *Server) callTool(ctx context.Context, ss *ServerSession, raw json.RawMe
 	if effectiveTool(t.tool, s.toolOverlay(ctx)[p.Name]) == nil {
 		return nil, Errorf(CodeInvalidParams, "tool %q is disabled", p.Name)
 	}
-	res, err := t.handler(ctx, &CallToolRequest{Session: ss, Params: p})
+	req := &CallToolRequest{Session: ss, Params: p}
+	if c := callFrom(ctx); c != nil {
+		req.InputResponses, req.State = c.inputResponses, c.state
+	}
+	res, err := t.handler(ctx, req)
 	if err != nil {
 		var rpcErr *Error
-		if errors.As(err, &rpcErr) || ctx.Err() != nil {
+		var ir *InputRequired
+		if errors.As(err, &rpcErr) || errors.As(err, &ir) || ctx.Err() != nil {
 			return nil, err
 		}
 		return errorResult(err.Error()), nil
@@ -465,7 +524,11 @@ func (s *Server) readResource(ctx context.Context, ss *ServerSession, raw json.R
 	if h == nil {
 		return nil, resourceNotFound(p.URI)
 	}
-	res, err := h(ctx, &ServerRequest[*ReadResourceParams]{Session: ss, Params: p})
+	req := &ServerRequest[*ReadResourceParams]{Session: ss, Params: p}
+	if c := callFrom(ctx); c != nil {
+		req.InputResponses, req.State = c.inputResponses, c.state
+	}
+	res, err := h(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -544,7 +607,11 @@ func (s *Server) getPrompt(ctx context.Context, ss *ServerSession, raw json.RawM
 	if dp != nil {
 		return renderItem(dp, p.Arguments, s.opts.Limits.MaxPromptBytes)
 	}
-	res, err := sp.handler(ctx, &ServerRequest[*GetPromptParams]{Session: ss, Params: p})
+	req := &ServerRequest[*GetPromptParams]{Session: ss, Params: p}
+	if c := callFrom(ctx); c != nil {
+		req.InputResponses, req.State = c.inputResponses, c.state
+	}
+	res, err := sp.handler(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 	h.srv.touch(ctx, ss)
 	sse := newSSEWriter(w)
 	sse.start()
-	if ss.ProtocolVersion() >= "2025-11-25" {
+	if version(ss.ProtocolVersion()).primesStreams() {
 		if sse.prime(eventID(stream, after), h.opts.RetryInterval) != nil {
 			return
 		}

@@ -57,6 +57,14 @@ type ServerOptions struct {
 	// Limits bound what one client can make the server hold or produce.
 	// Zero fields are DefaultLimits.
 	Limits Limits
+	// StateKeys are the keys of the HMAC that protects the requestState of
+	// 2026-era input_required results: the first signs, every one
+	// verifies (list the previous key second while rotating). Every
+	// process serving the store needs the same keys. Nil: one random key
+	// per process, which only works for a single process.
+	StateKeys [][]byte
+	// StateTTL is how long a requestState stays valid. Default: 10 minutes.
+	StateTTL time.Duration
 }
 
 // Server is an MCP server whose sessions live in a notify.Store, so that
@@ -75,15 +83,24 @@ type Server struct {
 	templates map[string]*serverTemplate
 	prompts   map[string]*serverPrompt
 
-	local localRegistry // in-process fast paths; never the source of truth
-	regs  registryCache // this process's copy of the dynamic registries
+	local  localRegistry // in-process fast paths; never the source of truth
+	regs   registryCache // this process's copy of the dynamic registries
+	states stateSigner   // requestState tokens (2026 era)
 }
 
-// ServerRequest is what a handler receives: the session it serves, the
-// request params, and (through ctx) the stream it answers on.
+// ServerRequest is what a handler receives: the session it serves (in the
+// 2026 era a view of the one request, built from its _meta), the request
+// params, and (through ctx) the stream it answers on.
 type ServerRequest[P any] struct {
 	Session *ServerSession
 	Params  P
+	// InputResponses are the client's answers, by key, to the input
+	// requests of an earlier InputRequired (2026 era); nil on a first
+	// attempt.
+	InputResponses map[string]json.RawMessage
+	// State is the State of that InputRequired, verified; nil when the
+	// request carried no requestState.
+	State []byte
 }
 
 // CallToolRequest is the request a tool handler receives.
@@ -159,10 +176,21 @@ func NewServer(impl *Implementation, store notify.Store, opts *ServerOptions) *S
 		s.opts.ProgressInterval = 100 * time.Millisecond
 	}
 	s.opts.Limits = s.opts.Limits.withDefaults()
+	if s.opts.StateTTL <= 0 {
+		s.opts.StateTTL = 10 * time.Minute
+	}
 	s.log = s.opts.Logger
 	s.local.init()
+	s.states = stateSigner{keys: s.opts.StateKeys, ttl: s.opts.StateTTL, now: s.opts.Now}
+	if len(s.states.keys) == 0 {
+		s.states.keys = [][]byte{[]byte(randomID(32))}
+	}
 	return s
 }
+
+// Store returns the store the server keeps its state in, for handlers
+// that write to it (e.g. a tool that changes a registry).
+func (s *Server) Store() notify.Store { return s.store }
 
 // AddTool registers a tool with an untyped handler. t.InputSchema must be
 // set (a JSON object schema); the handler validates its own arguments.

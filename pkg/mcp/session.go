@@ -20,7 +20,13 @@ const getStream = "g"
 type ServerSession struct {
 	srv   *Server
 	state *notify.Session
+	// stateless marks the view of one 2026-era request: state is built
+	// from the request's _meta and is never stored.
+	stateless bool
 }
+
+// Era returns the era of the session's protocol version.
+func (ss *ServerSession) Era() Era { return eraOf(ss.state.ProtocolVersion) }
 
 // ID returns the session id (the Mcp-Session-Id header).
 func (ss *ServerSession) ID() string { return ss.state.ID }
@@ -65,7 +71,7 @@ func (ss *ServerSession) ClientCapabilities() ClientCapabilities {
 // admits reports whether a log message at level goes to this session.
 func (ss *ServerSession) admits(level LoggingLevel) bool {
 	if ss.state.LogLevel == "" {
-		return true
+		return version(ss.state.ProtocolVersion).logsByDefault()
 	}
 	return levelRank(level) >= levelRank(LoggingLevel(ss.state.LogLevel))
 }
@@ -103,8 +109,13 @@ func (ss *ServerSession) NotifyProgress(ctx context.Context, progress, total flo
 // send puts a server-to-client message on the stream of the request
 // running in ctx, or on the GET stream when there is none.
 func (ss *ServerSession) send(ctx context.Context, msg []byte) error {
-	if c := callFrom(ctx); c != nil && c.sess.ID() == ss.ID() && c.out != nil {
+	if c := callFrom(ctx); c != nil && c.out != nil && (c.sess == ss || !ss.stateless && c.sess.ID() == ss.ID()) {
 		return c.out.send(ctx, msg)
+	}
+	if ss.stateless {
+		// No session, no GET stream: outside a request there is nowhere
+		// to send to (push in this era goes to subscriptions/listen).
+		return nil
 	}
 	_, _, err := ss.srv.store.Append(ctx, ss.ID(), getStream, [][]byte{msg}, nil)
 	return err
@@ -157,6 +168,11 @@ type ListRootsResult struct {
 	Roots []*Root `json:"roots"`
 }
 
+// ErrStatelessRequest reports a server-to-client request made while
+// serving a 2026-era request, which has no channel for one: return an
+// *InputRequired error from the handler instead.
+var ErrStatelessRequest = errors.New("mcp: a 2026-era request cannot send server-to-client requests; ask with an input_required result (InputRequired)")
+
 // ErrUnsupportedByClient reports a server-to-client request the client
 // did not declare a capability for.
 var ErrUnsupportedByClient = errors.New("mcp: client did not declare the capability for this request")
@@ -193,6 +209,9 @@ func (ss *ServerSession) ListRoots(ctx context.Context) (*ListRootsResult, error
 // stores it, and this one finds it in the store (or is woken directly
 // when the response reaches this same process).
 func (ss *ServerSession) call(ctx context.Context, method string, params, result any) error {
+	if ss.stateless {
+		return fmt.Errorf("%s: %w", method, ErrStatelessRequest)
+	}
 	p, err := json.Marshal(params)
 	if err != nil {
 		return err
@@ -253,8 +272,11 @@ type call struct {
 	sess          *ServerSession
 	id            json.RawMessage
 	progressToken json.RawMessage
-	out           *outStream // nil: related messages go to the GET stream
+	out           sink // nil: related messages go to the GET stream
 	progress      *progressThrottle
+	// inputResponses and state come from a retried 2026-era request.
+	inputResponses map[string]json.RawMessage
+	state          []byte
 }
 
 type callKey struct{}

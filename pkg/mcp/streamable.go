@@ -81,6 +81,7 @@ type StreamableHandler struct {
 	inflight  gauge // requests running, per session and in all
 	open      gauge // SSE streams open, per session
 	rate      rateLimiter
+	listens   listens // listen streams on this process, for notifications/cancelled
 }
 
 // NewStreamableHandler returns an http.Handler for srv.
@@ -153,6 +154,10 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ok, retry := h.rate.allow(r.Context(), "req/"+principal, h.srv.opts.Limits.MaxRequestsPerMinute, time.Minute); !ok {
 		rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxRequestsPerMinute))+" requests per minute")
+		return
+	}
+	if wantsStateless(r) {
+		h.serveStateless(w, r, principal)
 		return
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !supportedVersion(v) {
@@ -324,7 +329,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 	if ss == nil {
 		return
 	}
-	if batch && ss.ProtocolVersion() != "2025-03-26" {
+	if batch && !version(ss.ProtocolVersion()).allowsBatch() {
 		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: JSON-RPC batches are not supported in protocol version "+ss.ProtocolVersion()+" (only 2025-03-26 allows them)")
 		return
 	}
@@ -509,6 +514,15 @@ func (h *StreamableHandler) streamDeadline(ctx context.Context) (time.Time, bool
 	return d, !d.IsZero()
 }
 
+// sink receives the related messages of a request (progress, logs,
+// server-to-client requests) and delivers them on the request's response
+// stream. Implementations are safe for concurrent use.
+type sink interface {
+	send(ctx context.Context, msg []byte) error
+	// detach closes the wire early, where the transport can resume.
+	detach()
+}
+
 // outStream is the response of one POST request: JSON until the first
 // related message, then an SSE stream whose every event is first appended
 // to the stream's log. Its methods are safe for concurrent use; the mutex
@@ -538,7 +552,7 @@ func (o *outStream) upgradeLocked(sending bool) {
 	}
 	o.isSSE = true
 	o.sse.start()
-	if o.session.ProtocolVersion() >= "2025-11-25" {
+	if version(o.session.ProtocolVersion()).primesStreams() {
 		if !sending {
 			o.logOpen()
 		}

@@ -279,6 +279,7 @@ type lambdaWriter struct {
 	onMessage     func() // called after an SSE event carrying a message
 }
 
+// WriteHeader implements http.ResponseWriter, recording the status.
 func (w *lambdaWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
@@ -286,6 +287,8 @@ func (w *lambdaWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Write implements http.ResponseWriter, recording the size and whether the
+// write was a "retry:" field or a message event.
 func (w *lambdaWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK

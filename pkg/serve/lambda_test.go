@@ -175,7 +175,19 @@ func TestBufferedJoinsHeaders(t *testing.T) {
 // TestBufferedPollEndsWithRetry: a buffered GET with nothing to deliver
 // returns after the poll window, ending with retry:.
 func TestBufferedPollEndsWithRetry(t *testing.T) {
-	h, _ := newTestHandlerOpts(t, &LambdaOptions{Mode: ModeBuffered, MaxGETStream: 300 * time.Millisecond}, nil)
+	for _, tc := range []struct {
+		retry time.Duration
+		want  string
+	}{
+		{0, "retry: 1000\n\n"},
+		{250 * time.Millisecond, "retry: 250\n\n"},
+	} {
+		t.Run(tc.want[:len(tc.want)-2], func(t *testing.T) { testBufferedPoll(t, tc.retry, tc.want) })
+	}
+}
+
+func testBufferedPoll(t *testing.T, retry time.Duration, wantEnd string) {
+	h, _ := newTestHandlerOpts(t, &LambdaOptions{Mode: ModeBuffered, MaxGETStream: 300 * time.Millisecond, RetryInterval: retry}, nil)
 	const arn = "arn:aws:iam::123456789012:user/alice"
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	session := initialize(t, h, init, arn)
@@ -185,7 +197,7 @@ func TestBufferedPollEndsWithRetry(t *testing.T) {
 		t.Fatalf("GET: %d %v %q", code, hdr, body)
 	}
 	// 2025-06-18 has no priming event: the retry: comes from servePoll.
-	if !strings.HasSuffix(body, "retry: 1000\n\n") {
+	if !strings.HasSuffix(body, wantEnd) {
 		t.Errorf("body %q does not end with retry:", body)
 	}
 	if took := time.Since(start); took > 5*time.Second {

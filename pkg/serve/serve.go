@@ -26,15 +26,6 @@ type Options struct {
 	Local LocalOptions
 }
 
-// Logger returns the logger of the mode Run will serve in: Lambda.Logger
-// in Lambda, Local.Logger otherwise; nil when it is unset.
-func (o *Options) Logger() *slog.Logger {
-	if o.RuntimeAPI != "" {
-		return o.Lambda.Logger
-	}
-	return o.Local.Logger
-}
-
 // Run serves srv: in Lambda (RuntimeAPI set) through a LambdaHandler until
 // the sandbox ends, never returning unless the options are bad; otherwise
 // on a local HTTP server (ListenAndServe) until ctx is done. Nil opts

@@ -42,7 +42,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 		return fmt.Errorf("dynamostore: CreateSession: %w", invalid("nil session"))
 	}
 	defer wrap(&err, "dynamostore: CreateSession(%q)", sess.ID)
-	if err := checkProfile(sess); err != nil {
+	if err := notify.CheckSession(sess); err != nil {
 		return err
 	}
 	var subs []string
@@ -153,20 +153,6 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 	}
 }
 
-// checkProfile validates the fields CreateSession and UpdateSession write.
-func checkProfile(sess *notify.Session) error {
-	if sess.ID == "" {
-		return invalid("empty session id")
-	}
-	if sess.ExpiresAt.IsZero() {
-		return invalid("zero ExpiresAt")
-	}
-	if n := len(sess.ClientInfo) + len(sess.ClientCapabilities); n > notify.MaxItemBytes {
-		return tooLarge("client info and capabilities", n, notify.MaxItemBytes)
-	}
-	return nil
-}
-
 // subscriptionPuts returns the writes that subscribe session id to uri:
 // the marker in the session's partition and the subscriber index entry.
 func (s *Store) subscriptionPuts(id, uri string) []types.TransactWriteItem {
@@ -267,7 +253,7 @@ func (s *Store) UpdateSession(ctx context.Context, sess *notify.Session) (err er
 		return fmt.Errorf("dynamostore: UpdateSession: %w", invalid("nil session"))
 	}
 	defer wrap(&err, "dynamostore: UpdateSession(%q)", sess.ID)
-	if err := checkProfile(sess); err != nil {
+	if err := notify.CheckSession(sess); err != nil {
 		return err
 	}
 	tok := newToken()
@@ -594,11 +580,8 @@ func (s *Store) Subscribers(ctx context.Context, uri string) (_ []string, err er
 // the same key is replaced; a live one wins.
 func (s *Store) PutMessage(ctx context.Context, sessionID, msgKey string, data []byte) (created bool, err error) {
 	defer wrap(&err, "dynamostore: PutMessage(%q, %q)", sessionID, msgKey)
-	if err := checkMessage(sessionID, msgKey); err != nil {
+	if err := notify.CheckMessage(sessionID, msgKey, data); err != nil {
 		return false, err
-	}
-	if len(data) > notify.MaxItemBytes {
-		return false, tooLarge("message", len(data), notify.MaxItemBytes)
 	}
 	now := s.now()
 	nowN := toNanos(now)
@@ -632,21 +615,11 @@ func (s *Store) PutMessage(ctx context.Context, sessionID, msgKey string, data [
 	return true, nil
 }
 
-func checkMessage(sessionID, msgKey string) error {
-	if sessionID == "" {
-		return invalid("empty session id")
-	}
-	if msgKey == "" {
-		return invalid("empty message key")
-	}
-	return nil
-}
-
 // GetMessage implements notify.Store with one BatchGetItem of the session
 // item and the message.
 func (s *Store) GetMessage(ctx context.Context, sessionID, msgKey string) (_ []byte, err error) {
 	defer wrap(&err, "dynamostore: GetMessage(%q, %q)", sessionID, msgKey)
-	if err := checkMessage(sessionID, msgKey); err != nil {
+	if err := notify.CheckMessage(sessionID, msgKey, nil); err != nil {
 		return nil, err
 	}
 	pk := sessPK(sessionID)

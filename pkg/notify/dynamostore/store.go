@@ -112,27 +112,15 @@ type API interface {
 
 var _ API = (*dynamodb.Client)(nil)
 
-// Defaults for Options.
+// Defaults for Options (notify's, shared by every store).
 const (
-	DefaultEventTTL      = 24 * time.Hour
-	DefaultTopicEventTTL = 7 * 24 * time.Hour
+	DefaultEventTTL      = notify.DefaultEventTTL
+	DefaultTopicEventTTL = notify.DefaultTopicEventTTL
 )
 
-// Options configures a Store. The zero value (or a nil *Options) gives the
-// defaults.
-type Options struct {
-	// Now returns the current time. It decides session expiry and the
-	// expiry of stored items. Nil means time.Now.
-	Now func() time.Time
-	// EventTTL is how long stream-log events, mailbox messages and
-	// idempotency keys (of Append and of ApplyRegistry) are kept.
-	// Zero means DefaultEventTTL.
-	EventTTL time.Duration
-	// TopicEventTTL is how long topic events, with the message ids that
-	// make AppendTopicEvent idempotent, are kept. Zero means
-	// DefaultTopicEventTTL.
-	TopicEventTTL time.Duration
-}
+// Options configures a Store: notify.StoreOptions, the options every store
+// takes. The zero value (or a nil *Options) gives the defaults.
+type Options = notify.StoreOptions
 
 // Store is a notify.Store on one DynamoDB table.
 //
@@ -161,24 +149,13 @@ var _ notify.Store = (*Store)(nil)
 // New returns a Store on table through api. The table must exist (see
 // CreateTable). A nil opts means the defaults.
 func New(api API, table string, opts *Options) *Store {
-	if opts == nil {
-		opts = &Options{}
-	}
+	o := opts.WithDefaults()
 	s := &Store{
 		api:      api,
 		table:    aws.String(table),
-		now:      opts.Now,
-		eventTTL: opts.EventTTL,
-		topicTTL: opts.TopicEventTTL,
-	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.eventTTL <= 0 {
-		s.eventTTL = DefaultEventTTL
-	}
-	if s.topicTTL <= 0 {
-		s.topicTTL = DefaultTopicEventTTL
+		now:      o.Now,
+		eventTTL: o.EventTTL,
+		topicTTL: o.TopicEventTTL,
 	}
 	return s
 }

@@ -31,14 +31,8 @@ const (
 // Topic.UpdatedAt is the store's clock at the latest append.
 func (s *Store) AppendTopicEvent(ctx context.Context, topic, messageID string, receivedAt time.Time, data json.RawMessage) (ev notify.TopicEvent, created bool, err error) {
 	defer wrap(&err, "dynamostore: AppendTopicEvent(%q, %q)", topic, messageID)
-	if topic == "" {
-		return ev, false, invalid("empty topic")
-	}
-	if messageID == "" {
-		return ev, false, invalid("empty message id")
-	}
-	if len(data) > notify.MaxItemBytes {
-		return ev, false, tooLarge("event", len(data), notify.MaxItemBytes)
+	if err := notify.CheckTopicEvent(topic, messageID, data); err != nil {
+		return ev, false, err
 	}
 	headKey := key(topicsPK, part(topic))
 	cacheKey := topicsPK + "|" + part(topic)

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,17 +28,30 @@ type Options struct {
 	Tools []string
 }
 
-// Ingester applies SNS events to a notify.Store. It keeps no state between
+// Store is what an Ingester uses of the store: it appends topic events and
+// registry changes, and fans an event out into the stream logs of the
+// sessions subscribed to its topic. Every notify.Store is one.
+type Store interface {
+	AppendTopicEvent(ctx context.Context, topic, messageID string, receivedAt time.Time, data json.RawMessage) (ev notify.TopicEvent, created bool, err error)
+	ApplyRegistry(ctx context.Context, kind, op string, items map[string]json.RawMessage, messageID string) (reg *notify.Registry, applied bool, err error)
+	Subscribers(ctx context.Context, uri string) ([]string, error)
+	GetSession(ctx context.Context, id string) (*notify.Session, error)
+	Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *notify.AppendOptions) (lastSeq int64, appended bool, err error)
+}
+
+var _ Store = notify.Store(nil)
+
+// Ingester applies SNS events to a Store. It keeps no state between
 // calls and is safe for concurrent use.
 type Ingester struct {
-	store  notify.Store
+	store  Store
 	logger *slog.Logger
 	now    func() time.Time
 	tools  []string
 }
 
 // New returns an Ingester that writes to store.
-func New(store notify.Store, opts *Options) *Ingester {
+func New(store Store, opts *Options) *Ingester {
 	if opts == nil {
 		opts = &Options{}
 	}

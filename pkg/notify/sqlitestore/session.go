@@ -19,7 +19,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 		return fmt.Errorf("sqlitestore: CreateSession: %w", invalid("nil session"))
 	}
 	defer wrap(&err, "sqlitestore: CreateSession(%q)", sess.ID)
-	if err := checkProfile(sess); err != nil {
+	if err := notify.CheckSession(sess); err != nil {
 		return err
 	}
 	for _, uri := range sess.Subscriptions {
@@ -73,20 +73,6 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 	return nil
 }
 
-// checkProfile validates the fields CreateSession and UpdateSession write.
-func checkProfile(sess *notify.Session) error {
-	if sess.ID == "" {
-		return invalid("empty session id")
-	}
-	if sess.ExpiresAt.IsZero() {
-		return invalid("zero ExpiresAt")
-	}
-	if n := len(sess.ClientInfo) + len(sess.ClientCapabilities); n > notify.MaxItemBytes {
-		return tooLarge("client info and capabilities", n)
-	}
-	return nil
-}
-
 // GetSession implements notify.Store with one SELECT.
 func (s *Store) GetSession(ctx context.Context, id string) (_ *notify.Session, err error) {
 	defer wrap(&err, "sqlitestore: GetSession(%q)", id)
@@ -128,7 +114,7 @@ func (s *Store) UpdateSession(ctx context.Context, sess *notify.Session) (err er
 		return fmt.Errorf("sqlitestore: UpdateSession: %w", invalid("nil session"))
 	}
 	defer wrap(&err, "sqlitestore: UpdateSession(%q)", sess.ID)
-	if err := checkProfile(sess); err != nil {
+	if err := notify.CheckSession(sess); err != nil {
 		return err
 	}
 	now := toNanos(s.now())
@@ -270,14 +256,8 @@ func (s *Store) Subscribers(ctx context.Context, uri string) (_ []string, err er
 // PutMessage implements notify.Store.
 func (s *Store) PutMessage(ctx context.Context, sessionID, key string, data []byte) (created bool, err error) {
 	defer wrap(&err, "sqlitestore: PutMessage(%q, %q)", sessionID, key)
-	if sessionID == "" {
-		return false, invalid("empty session id")
-	}
-	if key == "" {
-		return false, invalid("empty message key")
-	}
-	if len(data) > notify.MaxItemBytes {
-		return false, tooLarge("message", len(data))
+	if err := notify.CheckMessage(sessionID, key, data); err != nil {
+		return false, err
 	}
 	now := s.now()
 	nowN, exp := toNanos(now), toNanos(now.Add(s.eventTTL))
@@ -299,11 +279,8 @@ func (s *Store) PutMessage(ctx context.Context, sessionID, key string, data []by
 // GetMessage implements notify.Store with one SELECT.
 func (s *Store) GetMessage(ctx context.Context, sessionID, key string) (_ []byte, err error) {
 	defer wrap(&err, "sqlitestore: GetMessage(%q, %q)", sessionID, key)
-	if sessionID == "" {
-		return nil, invalid("empty session id")
-	}
-	if key == "" {
-		return nil, invalid("empty message key")
+	if err := notify.CheckMessage(sessionID, key, nil); err != nil {
+		return nil, err
 	}
 	var (
 		found bool

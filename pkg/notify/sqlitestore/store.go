@@ -28,10 +28,10 @@ import (
 	"modernc.org/sqlite"
 )
 
-// Defaults for Options.
+// Defaults for Options (notify's, shared by every store).
 const (
-	DefaultEventTTL      = 24 * time.Hour
-	DefaultTopicEventTTL = 7 * 24 * time.Hour
+	DefaultEventTTL      = notify.DefaultEventTTL
+	DefaultTopicEventTTL = notify.DefaultTopicEventTTL
 )
 
 const (
@@ -49,21 +49,9 @@ const (
 	schemaVersion = 1
 )
 
-// Options configures a Store. The zero value (or a nil *Options) gives the
-// defaults.
-type Options struct {
-	// Now returns the current time. It decides session expiry and the
-	// expiry of stored rows. Nil means time.Now.
-	Now func() time.Time
-	// EventTTL is how long stream-log events, mailbox messages and
-	// idempotency keys (of Append and of ApplyRegistry) are kept.
-	// Zero means DefaultEventTTL.
-	EventTTL time.Duration
-	// TopicEventTTL is how long topic events, with the message ids that
-	// make AppendTopicEvent idempotent, are kept. Zero means
-	// DefaultTopicEventTTL.
-	TopicEventTTL time.Duration
-}
+// Options configures a Store: notify.StoreOptions, the options every store
+// takes. The zero value (or a nil *Options) gives the defaults.
+type Options = notify.StoreOptions
 
 // Store is a notify.Store on an SQLite database file.
 //
@@ -98,22 +86,11 @@ func New(path string, opts *Options) (_ *Store, err error) {
 	if path == "" {
 		return nil, fmt.Errorf("%w: empty path", notify.ErrInvalid)
 	}
-	if opts == nil {
-		opts = &Options{}
-	}
+	o := opts.WithDefaults()
 	s := &Store{
-		now:      opts.Now,
-		eventTTL: opts.EventTTL,
-		topicTTL: opts.TopicEventTTL,
-	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.eventTTL <= 0 {
-		s.eventTTL = DefaultEventTTL
-	}
-	if s.topicTTL <= 0 {
-		s.topicTTL = DefaultTopicEventTTL
+		now:      o.Now,
+		eventTTL: o.EventTTL,
+		topicTTL: o.TopicEventTTL,
 	}
 
 	s.path, err = filepath.Abs(path)

@@ -15,14 +15,8 @@ import (
 // Topic.UpdatedAt is the store's clock at the latest append.
 func (s *Store) AppendTopicEvent(ctx context.Context, topic, messageID string, receivedAt time.Time, data json.RawMessage) (ev notify.TopicEvent, created bool, err error) {
 	defer wrap(&err, "sqlitestore: AppendTopicEvent(%q, %q)", topic, messageID)
-	if topic == "" {
-		return ev, false, invalid("empty topic")
-	}
-	if messageID == "" {
-		return ev, false, invalid("empty message id")
-	}
-	if len(data) > notify.MaxItemBytes {
-		return ev, false, tooLarge("topic event", len(data))
+	if err := notify.CheckTopicEvent(topic, messageID, data); err != nil {
+		return ev, false, err
 	}
 	now := s.now()
 	nowN, exp := toNanos(now), toNanos(now.Add(s.topicTTL))

@@ -1,0 +1,171 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Multi round-trip requests (2026 era). A handler that needs input from
+// the client (an elicitation, a sampling, the roots) returns an
+// *InputRequired error; the client answers with an input_required result's
+// inputRequests fulfilled, retrying the same request with inputResponses
+// and the echoed requestState, and the handler runs again with
+// ServerRequest.InputResponses and ServerRequest.State set. The retry may
+// reach any process: everything the handler needs is in the retry itself,
+// and the requestState is signed with a key every process shares (see
+// ServerOptions.StateKeys), so no process keeps anything in between.
+
+// InputRequest is one request the client must fulfil before a retry: a
+// sampling/createMessage, roots/list or elicitation/create request.
+type InputRequest struct {
+	Method string `json:"method"`
+	Params any    `json:"params"`
+}
+
+// InputRequired is the error a tools/call, prompts/get or resources/read
+// handler returns, in the 2026 era, to answer with an input_required
+// result. State is application state returned on the retry (in
+// ServerRequest.State) exactly as given: it is signed, bound to the
+// request's method, name and principal, and expires after
+// ServerOptions.StateTTL.
+type InputRequired struct {
+	Requests map[string]*InputRequest
+	State    []byte
+}
+
+func (e *InputRequired) Error() string {
+	keys := make([]string, 0, len(e.Requests))
+	for k := range e.Requests {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return "mcp: input required: " + strings.Join(keys, ", ")
+}
+
+// inputRequiredResult is the wire form of InputRequired.
+type inputRequiredResult struct {
+	ResultType    string                   `json:"resultType"`
+	InputRequests map[string]*InputRequest `json:"inputRequests,omitempty"`
+	RequestState  string                   `json:"requestState,omitempty"`
+}
+
+// mrtrParams are the members of a retried request's params.
+type mrtrParams struct {
+	InputResponses json.RawMessage `json:"inputResponses,omitempty"`
+	RequestState   *string         `json:"requestState,omitempty"`
+}
+
+// inputMethods maps the methods an input request may use to the client
+// capability each needs.
+var inputMethods = map[string]string{
+	"elicitation/create":     "elicitation",
+	"sampling/createMessage": "sampling",
+	"roots/list":             "roots",
+}
+
+// mrtrMethods are the methods whose results may be input_required.
+var mrtrMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
+
+// requestName is what a request acts on: the tool or prompt name, or the
+// resource URI (the Mcp-Name header's value, and what a requestState is
+// bound to).
+func requestName(method string, params json.RawMessage) string {
+	var p struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	_ = json.Unmarshal(params, &p)
+	if method == "resources/read" {
+		return p.URI
+	}
+	return p.Name
+}
+
+// readRetry decodes and verifies the multi round-trip members of a
+// request's params. Any failure is an invalid-params error.
+func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]json.RawMessage, state []byte, err error) {
+	var p mrtrParams
+	if len(m.Params) > 0 {
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			return nil, nil, Errorf(CodeInvalidParams, "invalid params: inputResponses must be an object and requestState a string: %v", err)
+		}
+	}
+	if len(p.InputResponses) > 0 && string(p.InputResponses) != "null" {
+		if err := json.Unmarshal(p.InputResponses, &responses); err != nil {
+			return nil, nil, Errorf(CodeInvalidParams, "invalid params: inputResponses must be an object mapping input request keys to responses")
+		}
+		for k, v := range responses {
+			if len(v) == 0 || v[0] != '{' {
+				return nil, nil, Errorf(CodeInvalidParams, "invalid params: inputResponses[%q] must be an object (the result of the input request)", k)
+			}
+		}
+		if !mrtrMethods[m.Method] {
+			return nil, nil, Errorf(CodeInvalidParams, "invalid params: %s takes no inputResponses", m.Method)
+		}
+	}
+	if p.RequestState != nil {
+		if !mrtrMethods[m.Method] {
+			return nil, nil, Errorf(CodeInvalidParams, "invalid params: %s takes no requestState", m.Method)
+		}
+		body, err := s.states.verify(*p.RequestState)
+		if err == nil && (body.Method != m.Method || body.Name != requestName(m.Method, m.Params) || body.Principal != principalTag(ss.Principal())) {
+			err = ErrStateMismatch
+		}
+		if err != nil {
+			return nil, nil, Errorf(CodeInvalidParams, "invalid params: requestState rejected: %v", err)
+		}
+		state = body.Data
+		if state == nil {
+			state = []byte{}
+		}
+	}
+	return responses, state, nil
+}
+
+// inputRequired turns a handler's *InputRequired into the wire result:
+// every input request needs a capability the client declared, and the
+// state is signed.
+func (s *Server) inputRequired(ctx context.Context, ss *ServerSession, m *Message, ir *InputRequired) (any, error) {
+	if !mrtrMethods[m.Method] {
+		return nil, fmt.Errorf("%s handler returned input_required, which only tools/call, prompts/get and resources/read may", m.Method)
+	}
+	if len(ir.Requests) == 0 && ir.State == nil {
+		return nil, fmt.Errorf("%s handler returned input_required with neither requests nor state", m.Method)
+	}
+	var caps map[string]json.RawMessage
+	_ = json.Unmarshal(ss.state.ClientCapabilities, &caps)
+	missing := map[string]struct{}{}
+	for key, r := range ir.Requests {
+		capName, ok := inputMethods[r.Method]
+		if !ok {
+			return nil, fmt.Errorf("input request %q: method %q is not one of elicitation/create, sampling/createMessage, roots/list", key, r.Method)
+		}
+		if _, ok := caps[capName]; !ok {
+			missing[capName] = struct{}{}
+		}
+	}
+	if len(missing) > 0 {
+		names := make([]string, 0, len(missing))
+		for n := range missing {
+			names = append(names, n)
+		}
+		return nil, MissingClientCapability(names...)
+	}
+	token := s.states.sign(stateBody{Method: m.Method, Name: requestName(m.Method, m.Params), Principal: principalTag(ss.Principal()), Data: ir.State})
+	return &inputRequiredResult{ResultType: resultInputRequired, InputRequests: ir.Requests, RequestState: token}, nil
+}
+
+// MissingClientCapability returns the 2026-era error for a request that
+// needs client capabilities the client did not declare in its _meta.
+func MissingClientCapability(capabilities ...string) *Error {
+	req := map[string]struct{}{}
+	for _, c := range capabilities {
+		req[c] = struct{}{}
+	}
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": req})
+	sort.Strings(capabilities)
+	return &Error{Code: CodeMissingRequiredClientCapability, Message: "Missing required client capability: " + strings.Join(capabilities, ", "), Data: data}
+}

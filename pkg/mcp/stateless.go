@@ -1,0 +1,298 @@
+package mcp
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// MCP error codes of the 2026 era.
+const (
+	// CodeHeaderMismatch: a required header is missing, or a header
+	// disagrees with the body (MCP-Protocol-Version, Mcp-Method, Mcp-Name).
+	CodeHeaderMismatch = -32020
+	// CodeMissingRequiredClientCapability: the request needs a client
+	// capability the client did not declare in its _meta.
+	CodeMissingRequiredClientCapability = -32021
+	// CodeUnsupportedProtocolVersion: the server does not speak the
+	// request's protocol version; data lists the supported ones.
+	CodeUnsupportedProtocolVersion = -32022
+)
+
+// _meta keys of the 2026 era.
+const (
+	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	metaLogLevel           = "io.modelcontextprotocol/logLevel"
+	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+)
+
+// DiscoverResult is the result of server/discover.
+type DiscoverResult struct {
+	SupportedVersions []string            `json:"supportedVersions"`
+	Capabilities      *ServerCapabilities `json:"capabilities"`
+	Instructions      string              `json:"instructions,omitempty"`
+	Meta              Meta                `json:"_meta,omitempty"`
+}
+
+func (s *Server) discover() *DiscoverResult {
+	return &DiscoverResult{
+		SupportedVersions: AllProtocolVersions(),
+		Capabilities:      s.capabilities(),
+		Instructions:      s.opts.Instructions,
+		Meta:              Meta{metaServerInfo: s.impl},
+	}
+}
+
+// wantsStateless decides a request's era before its body is read: a
+// request with an Mcp-Session-Id, or whose MCP-Protocol-Version header
+// names a 2025-era version, belongs to the session path; so does one with
+// neither header (an initialize, or a 2025 client's error). Any other
+// version header, known or not, is the stateless path's to answer.
+func wantsStateless(r *http.Request) bool {
+	if r.Header.Get("Mcp-Session-Id") != "" {
+		return false
+	}
+	v := r.Header.Get("Mcp-Protocol-Version")
+	return v != "" && eraOf(v) != Era2025
+}
+
+// statelessError is a request rejected before dispatch, with the HTTP
+// status the 2026 transport gives it.
+type statelessError struct {
+	status int
+	err    *Error
+}
+
+// httpStatus maps a JSON-RPC error of a 2026-era response to its HTTP
+// status; errors found by dispatch (unknown tool, tool failures) travel
+// in a 200 response like any result.
+func httpStatus(e *Error) int {
+	switch e.Code {
+	case CodeMethodNotFound:
+		return http.StatusNotFound
+	case CodeHeaderMismatch, CodeMissingRequiredClientCapability, CodeUnsupportedProtocolVersion:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// requestMeta2026 is the _meta a 2026-era request carries.
+type requestMeta2026 struct {
+	ProtocolVersion    *string         `json:"io.modelcontextprotocol/protocolVersion"`
+	ClientCapabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
+	ClientInfo         json.RawMessage `json:"io.modelcontextprotocol/clientInfo"`
+	LogLevel           LoggingLevel    `json:"io.modelcontextprotocol/logLevel"`
+}
+
+// checkStateless validates a 2026-era request's headers against its
+// body and returns the request's view of a session.
+func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m *Message) (*ServerSession, *statelessError) {
+	reject := func(status, code int, msg string, data any) *statelessError {
+		e := &Error{Code: code, Message: msg}
+		if data != nil {
+			e.Data, _ = json.Marshal(data)
+		}
+		return &statelessError{status: status, err: e}
+	}
+	header := r.Header.Get("Mcp-Protocol-Version")
+	if header == "" {
+		return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required", nil)
+	}
+	var p struct {
+		Meta *requestMeta2026 `json:"_meta"`
+	}
+	if len(m.Params) > 0 {
+		if err := json.Unmarshal(m.Params, &p); err != nil {
+			return nil, reject(http.StatusBadRequest, CodeInvalidParams, "Invalid params: "+err.Error(), nil)
+		}
+	}
+	var missing []string
+	if p.Meta == nil || p.Meta.ProtocolVersion == nil {
+		missing = append(missing, metaProtocolVersion)
+	}
+	if p.Meta == nil || len(p.Meta.ClientCapabilities) == 0 || p.Meta.ClientCapabilities[0] != '{' {
+		missing = append(missing, metaClientCapabilities)
+	}
+	if len(missing) > 0 {
+		return nil, reject(http.StatusBadRequest, CodeInvalidParams, "Invalid params: _meta needs "+strings.Join(missing, " and "), nil)
+	}
+	v := *p.Meta.ProtocolVersion
+	if v != header {
+		return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: MCP-Protocol-Version "+header+" differs from _meta protocolVersion "+v, nil)
+	}
+	if eraOf(v) != Era2026 {
+		return nil, reject(http.StatusBadRequest, CodeUnsupportedProtocolVersion, "Unsupported protocol version "+v+" (supported: "+strings.Join(AllProtocolVersions(), ", ")+"; 2025-era versions start with initialize)",
+			map[string]any{"supported": AllProtocolVersions(), "requested": v})
+	}
+	if got := r.Header.Get("Mcp-Method"); got != m.Method {
+		if got == "" {
+			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: the Mcp-Method header is required", nil)
+		}
+		return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: Mcp-Method "+got+" differs from the body's method "+m.Method, nil)
+	}
+	if m.Method == "tools/call" || m.Method == "prompts/get" || m.Method == "resources/read" {
+		name := requestName(m.Method, m.Params)
+		got, present := r.Header["Mcp-Name"]
+		switch {
+		case !present:
+			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: "+m.Method+" needs the Mcp-Name header", nil)
+		case len(got) != 1 || decodeHeaderValue(got[0]) != name:
+			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: Mcp-Name differs from the body's "+map[bool]string{true: "uri", false: "name"}[m.Method == "resources/read"]+" "+name, nil)
+		}
+	}
+	if p.Meta.LogLevel != "" && levelRank(p.Meta.LogLevel) < 0 {
+		return nil, reject(http.StatusOK, CodeInvalidParams, "Invalid params: unknown logLevel "+string(p.Meta.LogLevel), nil)
+	}
+	return &ServerSession{
+		srv:       h.srv,
+		stateless: true,
+		state: &notify.Session{
+			ID:                 "stateless-" + randomID(12),
+			Principal:          principal,
+			ProtocolVersion:    v,
+			ClientInfo:         p.Meta.ClientInfo,
+			ClientCapabilities: p.Meta.ClientCapabilities,
+			LogLevel:           string(p.Meta.LogLevel),
+		},
+	}, nil
+}
+
+// decodeHeaderValue decodes a header value that a client base64-encoded
+// because it is not plain ASCII ("=?base64?...?=").
+func decodeHeaderValue(v string) string {
+	if strings.HasPrefix(v, "=?base64?") && strings.HasSuffix(v, "?=") {
+		if b, err := base64.StdEncoding.DecodeString(v[len("=?base64?") : len(v)-2]); err == nil {
+			return string(b)
+		}
+	}
+	return v
+}
+
+// serveStateless serves a POST of the 2026 era: one JSON-RPC message,
+// no session. A request is answered with its response (JSON, or an SSE
+// stream when it sends progress or logs first); a notification with 202.
+func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Request, principal string) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		httpError(w, http.StatusMethodNotAllowed, CodeInvalidRequest, "Method Not Allowed: protocol version "+r.Header.Get("Mcp-Protocol-Version")+" has no "+r.Method+" (there is no session; use subscriptions/listen for notifications)")
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		httpError(w, http.StatusUnsupportedMediaType, CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
+		return
+	}
+	if !accepts(r, "application/json") || !accepts(r, "text/event-stream") {
+		httpError(w, http.StatusNotAcceptable, CodeInvalidRequest, "Not Acceptable: Accept must include application/json and text/event-stream")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			httpError(w, http.StatusRequestEntityTooLarge, CodeInvalidRequest, "Request Entity Too Large: the body exceeds "+itoa(h.opts.MaxBodyBytes)+" bytes")
+			return
+		}
+		httpError(w, http.StatusBadRequest, CodeParseError, "Bad Request: reading body: "+err.Error())
+		return
+	}
+	msgs, batch, rpcErr := DecodeMessages(body)
+	if rpcErr != nil {
+		writeJSON(w, http.StatusBadRequest, encodeResponse(nil, nil, rpcErr))
+		return
+	}
+	if batch {
+		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: JSON-RPC batches are not supported in protocol version "+r.Header.Get("Mcp-Protocol-Version"))
+		return
+	}
+	m := msgs[0]
+	if !m.IsRequest() {
+		// Notifications (notifications/cancelled of a listen stream) and
+		// stray responses: nothing to answer.
+		if m.IsNotification() && m.Method == "notifications/cancelled" {
+			h.cancelListen(r.Context(), principal, m)
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	ss, bad := h.checkStateless(r, principal, m)
+	if bad != nil {
+		writeJSON(w, bad.status, encodeResponse(m.ID, nil, bad.err))
+		return
+	}
+	if m.Method == "subscriptions/listen" {
+		h.serveListen(w, r, ss, m)
+		return
+	}
+	out := &statelessOut{sse: newSSEWriter(w), w: w}
+	resp := h.srv.runRequest(r.Context(), ss, m, out)
+	out.finish(resp)
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// statelessOut is the response of one 2026-era request: JSON until the
+// first related message, then an SSE stream. Nothing is logged: a broken
+// stream is not resumed; the client retries the request. Safe for
+// concurrent use.
+type statelessOut struct {
+	sse *sseWriter
+	w   http.ResponseWriter
+
+	mu    sync.Mutex
+	isSSE bool
+	done  bool
+}
+
+func (o *statelessOut) send(_ context.Context, msg []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done {
+		return nil
+	}
+	if !o.isSSE {
+		o.isSSE = true
+		o.sse.start()
+	}
+	return o.sse.event("", msg)
+}
+
+// detach does nothing: a stateless stream cannot be resumed, so it is
+// never closed early.
+func (o *statelessOut) detach() {}
+
+// finish writes the response; nil (a cancelled request) writes nothing
+// more.
+func (o *statelessOut) finish(resp []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.done = true
+	switch {
+	case o.isSSE && resp != nil:
+		o.sse.event("", resp)
+	case o.isSSE:
+	case resp == nil:
+		o.w.WriteHeader(http.StatusAccepted)
+	default:
+		status := http.StatusOK
+		var m Message
+		if json.Unmarshal(resp, &m) == nil && m.Error != nil {
+			status = httpStatus(m.Error)
+		}
+		writeJSON(o.w, status, resp)
+	}
+}
