@@ -60,7 +60,7 @@ var DefaultLimits = Limits{
 	MaxSubscriptionURIBytes: 1024,
 	MaxSubscriptions:        100,
 	MaxInFlightPerSession:   16,
-	MaxInFlight:             1000,
+	MaxInFlight:             256,
 	MaxStreamsPerSession:    4,
 	BodyReadTimeout:         30 * time.Second,
 	MaxRequestsPerMinute:    6000,
