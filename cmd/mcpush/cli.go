@@ -52,6 +52,8 @@ flags of the MCP commands (before or after the command):
                      credentials from the default chain
   --region R         the region for --sigv4 (default: from the AWS configuration)
   --service S        the service for --sigv4 (default lambda)
+  --protocol P       2025 (initialize, sessions; the default), 2026 (2026-07-28:
+                     server/discover, subscriptions/listen) or auto (2026, else 2025)
   -v                 log the client's warnings and reconnections to stderr
 `
 
@@ -63,6 +65,7 @@ type common struct {
 	region  string
 	service string
 	verbose bool
+	mode    string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -72,6 +75,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.region, "region", c.region, "AWS region (--sigv4, publish)")
 	fs.StringVar(&c.service, "service", c.service, "SigV4 service name")
 	fs.BoolVar(&c.verbose, "v", c.verbose, "verbose logging to stderr")
+	fs.StringVar(&c.mode, "protocol", c.mode, "protocol era: 2025, 2026 or auto")
 }
 
 // headerFlag collects --header values.
@@ -199,6 +203,16 @@ func newClient(ctx context.Context, e *env, c *common, opts *mcp.ClientOptions) 
 		return nil, fmt.Errorf("%w: no server URL: set --url or MCPUSH_URL", errUsage)
 	}
 	o := *opts
+	switch c.mode {
+	case "", "2025":
+		o.Mode = mcp.ClientMode2025
+	case "2026":
+		o.Mode = mcp.ClientMode2026
+	case "auto":
+		o.Mode = mcp.ClientModeAuto
+	default:
+		return nil, fmt.Errorf("%w: --protocol %q: want 2025, 2026 or auto", errUsage, c.mode)
+	}
 	o.Header = http.Header{}
 	for _, h := range c.headers {
 		name, value, _ := strings.Cut(h, ":")

@@ -273,3 +273,19 @@ func TestPublishUsage(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errb)
 	}
 }
+
+func TestProtocolFlag(t *testing.T) {
+	url := newTestServer(t)
+	for _, tc := range []struct {
+		mode string
+		code int
+	}{{"2025", 0}, {"auto", 0}, {"1999", 2}} {
+		e, out, errb := testEnv(url)
+		if code := run(t.Context(), []string{"--protocol", tc.mode, "tools"}, e); code != tc.code {
+			t.Errorf("--protocol %s: exit %d, want %d: %s", tc.mode, code, tc.code, errb)
+		}
+		if tc.code == 0 && !strings.Contains(out.String(), "count") {
+			t.Errorf("--protocol %s: output %q", tc.mode, out.String())
+		}
+	}
+}

@@ -58,8 +58,9 @@ type watcher struct {
 	asJSON bool
 	topics map[string]bool
 
-	mu   sync.Mutex
-	last map[string]int64 // per topic, the last sequence printed
+	mu    sync.Mutex
+	last  map[string]int64 // per topic, the last sequence printed
+	ready bool             // the baseline is set
 }
 
 // cmdWatch subscribes to events://T for each topic and prints events and
@@ -82,6 +83,17 @@ func cmdWatch(ctx context.Context, e *env, c *common, topics []string, asJSON bo
 		return err
 	}
 	client.AddNotificationHandler("notifications/message", w.onMessage)
+	client.AddNotificationHandler("notifications/resources/updated", w.onUpdated)
+	// 2026 era: a listen stream (re)opened after a gap replays nothing;
+	// read what each topic got meanwhile.
+	client.AddNotificationHandler("notifications/subscriptions/acknowledged", func(ctx context.Context, cs *mcp.ClientSession, _ string, _ json.RawMessage) {
+		w.mu.Lock()
+		ready := w.ready
+		w.mu.Unlock()
+		if ready {
+			w.catchUp(ctx, cs)
+		}
+	})
 	client.AddNotificationHandler("notifications/tools/list_changed", listChanged("tools"))
 	client.AddNotificationHandler("notifications/prompts/list_changed", listChanged("prompts"))
 	client.AddNotificationHandler("notifications/resources/list_changed", listChanged("resources"))
@@ -132,6 +144,7 @@ func (w *watcher) baseline(ctx context.Context, cs *mcp.ClientSession) error {
 			w.last[t.Name] = t.LastSequence
 		}
 	}
+	w.ready = true
 	return nil
 }
 
@@ -162,6 +175,24 @@ func (w *watcher) onMessage(ctx context.Context, cs *mcp.ClientSession, _ string
 	w.emit(&watchEvent{Type: "event", Topic: ev.Topic, Sequence: ev.Sequence, MessageID: ev.MessageID, ReceivedAt: ev.ReceivedAt, Data: ev.Payload})
 }
 
+// onUpdated reads a topic's new events when its resource changed. In the
+// 2025 era the events themselves follow as notifications/message; the
+// 2026 era's listen stream carries only resources/updated.
+func (w *watcher) onUpdated(ctx context.Context, cs *mcp.ClientSession, _ string, params json.RawMessage) {
+	if init := cs.InitializeResult(); init == nil || init.ProtocolVersion < "2026" {
+		return
+	}
+	var p struct {
+		URI string `json:"uri"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	if topic, ok := strings.CutPrefix(p.URI, "events://"); ok && w.topics[topic] {
+		w.fill(ctx, cs, topic, 0)
+	}
+}
+
 // catchUp prints what a replaced session missed, for every topic.
 func (w *watcher) catchUp(ctx context.Context, cs *mcp.ClientSession) {
 	for t := range w.topics {
@@ -179,8 +210,8 @@ func (w *watcher) fill(ctx context.Context, cs *mcp.ClientSession, topic string,
 		if through > 0 && last >= through {
 			return
 		}
-		res, err := cs.CallTool(ctx, "events_recent", map[string]any{"topic": topic, "after": last, "limit": 100}, nil)
-		if err != nil || res.IsError {
+		res, err := w.recent(ctx, cs, topic, last)
+		if err != nil {
 			fmt.Fprintf(w.e.stderr, "mcpush: reading missed events of %s after %d: %v\n", topic, last, err)
 			return
 		}
@@ -201,6 +232,30 @@ func (w *watcher) fill(ctx context.Context, cs *mcp.ClientSession, topic string,
 		if !moved {
 			return
 		}
+	}
+}
+
+// recentAttempts bounds the attempts of one events_recent call; a server
+// process may be restarting (the first attempts then fail).
+const recentAttempts = 10
+
+// recent calls events_recent, retrying failures with a growing delay.
+func (w *watcher) recent(ctx context.Context, cs *mcp.ClientSession, topic string, after int64) (*mcp.CallToolResult, error) {
+	delay := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		res, err := cs.CallTool(ctx, "events_recent", map[string]any{"topic": topic, "after": after, "limit": 100}, nil)
+		if err == nil && res.IsError {
+			err = fmt.Errorf("events_recent: %v", res.Content)
+		}
+		if err == nil || attempt == recentAttempts || ctx.Err() != nil {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
 	}
 }
 

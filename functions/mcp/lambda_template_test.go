@@ -50,6 +50,9 @@ func TestTemplateWiring(t *testing.T) {
 		"Architectures: [arm64]",
 		"Handler: bootstrap",
 		"AttributeName: expiresAt",
+		"MCPUSH_STATE_KEYS_SECRET: !Ref StateKeySecret",
+		"Action: secretsmanager:GetSecretValue\n              Resource: !Ref StateKeySecret",
+		"Type: AWS::SecretsManager::Secret",
 	} {
 		if !strings.Contains(string(tpl), want) {
 			t.Errorf("template.yaml lacks %q", want)

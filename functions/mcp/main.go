@@ -19,8 +19,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/mcpush/mcpush/internal/statekeys"
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 	"github.com/mcpush/mcpush/pkg/serve"
 )
@@ -50,7 +54,7 @@ func main() {
 // (MCPUSH_FIXTURES); see fixtureSet.
 type fixtures struct {
 	options  func(*mcp.ServerOptions)
-	register func(*mcp.Server)
+	register func(*mcp.Server, notify.Store)
 }
 
 // intEnv reads a positive integer from the environment; unset is 0 (the
@@ -132,12 +136,24 @@ func run(logger *slog.Logger) error {
 	if opts.Limits.BodyReadTimeout, err = serve.DurationEnv(os.Getenv, "MCPUSH_BODY_READ_TIMEOUT"); err != nil {
 		return err
 	}
-	if keys := os.Getenv("MCPUSH_STATE_KEYS"); keys != "" {
+	switch keys, secret := os.Getenv("MCPUSH_STATE_KEYS"), os.Getenv("MCPUSH_STATE_KEYS_SECRET"); {
+	case keys != "" && secret != "":
+		return errors.New("set MCPUSH_STATE_KEYS or MCPUSH_STATE_KEYS_SECRET, not both")
+	case keys != "":
 		if opts.StateKeys, err = mcp.ParseStateKeys(keys); err != nil {
 			return fmt.Errorf("MCPUSH_STATE_KEYS: %w", err)
 		}
-	} else {
-		logger.Warn("MCPUSH_STATE_KEYS is not set: requestState keys are random per process, so a 2026-era retry must reach the same process")
+	case secret != "":
+		// Once per cold start: every sandbox signs with the same key.
+		cfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("MCPUSH_STATE_KEYS_SECRET: %w", err)
+		}
+		if opts.StateKeys, err = statekeys.Load(ctx, secretsmanager.NewFromConfig(cfg), secret); err != nil {
+			return fmt.Errorf("MCPUSH_STATE_KEYS_SECRET: %w", err)
+		}
+	default:
+		logger.Warn("neither MCPUSH_STATE_KEYS nor MCPUSH_STATE_KEYS_SECRET is set: requestState keys are random per process, so a 2026-era retry must reach the same process")
 	}
 	if fix != nil {
 		fix.options(opts)
@@ -145,7 +161,7 @@ func run(logger *slog.Logger) error {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: version}, store, opts)
 	eventtools.Add(srv, store, &eventtools.Options{PollInterval: opts.PollInterval})
 	if fix != nil {
-		fix.register(srv)
+		fix.register(srv, store)
 	}
 	logger.Info("store", "spec", spec)
 	return serve.Run(ctx, srv, sopts)

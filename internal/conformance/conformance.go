@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
 )
 
 // Payloads of the reference server.
@@ -33,11 +34,11 @@ const (
 // Register adds the conformance fixtures to s. Call it before serving, on
 // every process that serves s's store. Completions are not part of it: set
 // Complete as ServerOptions.CompletionHandler when building s.
-func Register(s *mcp.Server) {
+func Register(s *mcp.Server, store notify.Store) {
 	registerTools(s)
 	registerResources(s)
 	registerPrompts(s)
-	registerMRTR(s)
+	registerMRTR(s, store)
 }
 
 // Complete answers completion/complete for the fixtures; set it as

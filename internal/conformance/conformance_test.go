@@ -39,7 +39,7 @@ func newServers(t *testing.T, n int) []string {
 			Logger:            slog.New(slog.DiscardHandler),
 			CompletionHandler: Complete,
 		})
-		Register(srv)
+		Register(srv, store)
 		h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true})
 		mux := http.NewServeMux()
 		mux.Handle("/mcp", h)

@@ -119,7 +119,7 @@ func mrtrTool(reqs map[string]*mcp.InputRequest, state []byte, done func(req *mc
 	}
 }
 
-func registerMRTR(s *mcp.Server) {
+func registerMRTR(s *mcp.Server, store notify.Store) {
 	add := func(name, desc string, h mcp.ToolHandler) {
 		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: noArguments()}, h)
 	}
@@ -175,8 +175,8 @@ func registerMRTR(s *mcp.Server) {
 		return text("the client declared sampling"), nil
 	})
 	add("test_logging_tool", "Logs three messages (sent only at the request's logLevel)", toolWithLogging)
-	add("test_trigger_tool_change", "Changes the tool list (through the store)", triggerChange(s, notify.RegistryTools))
-	add("test_trigger_prompt_change", "Changes the prompt list (through the store)", triggerChange(s, notify.RegistryPrompts))
+	add("test_trigger_tool_change", "Changes the tool list (through the store)", triggerChange(store, notify.RegistryTools))
+	add("test_trigger_prompt_change", "Changes the prompt list (through the store)", triggerChange(store, notify.RegistryPrompts))
 
 	s.AddPrompt(&mcp.Prompt{
 		Name:        "test_input_required_result_prompt",
@@ -244,7 +244,7 @@ func capabilityCheck(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallTool
 // 2025 session) sees the new hash. The changed item is a marker that no
 // list shows (a tool overlay for a tool that does not exist) or one
 // dynamic prompt, test_dynamic_prompt.
-func triggerChange(s *mcp.Server, kind string) mcp.ToolHandler {
+func triggerChange(store notify.Store, kind string) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		nonce := newNonce()
 		var item any
@@ -261,7 +261,7 @@ func triggerChange(s *mcp.Server, kind string) mcp.ToolHandler {
 		if err != nil {
 			return nil, err
 		}
-		if _, _, err := s.Store().ApplyRegistry(ctx, kind, notify.OpPut, map[string]json.RawMessage{key: raw}, "conformance-"+nonce); err != nil {
+		if _, _, err := store.ApplyRegistry(ctx, kind, notify.OpPut, map[string]json.RawMessage{key: raw}, "conformance-"+nonce); err != nil {
 			return nil, err
 		}
 		return text(kind + " list changed"), nil

@@ -48,11 +48,20 @@ func TestCLIWatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skipping the multi-process CLI test")
 	}
+	// 2025: the GET stream resumes with Last-Event-ID. 2026: the listen
+	// stream replays nothing, and watch reads what it missed from
+	// events_recent.
+	for _, protocol := range []string{"2025", "2026"} {
+		t.Run(protocol, func(t *testing.T) { testCLIWatch(t, protocol) })
+	}
+}
+
+func testCLIWatch(t *testing.T, protocol string) {
 	e := startInterop(t)
 	cli := testenv.BuildBinary(t, "./cmd/mcpush")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*interopWait)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cli, "watch", "--json", "--topic", "w1", "--topic", "w2")
+	cmd := exec.CommandContext(ctx, cli, "-v", "watch", "--protocol", protocol, "--json", "--topic", "w1", "--topic", "w2")
 	cmd.Env = append(processEnv(), "MCPUSH_URL="+e.url, interopGORACE())
 	cmd.SysProcAttr = childProcAttr()
 	stdout, err := cmd.StdoutPipe()

@@ -25,7 +25,9 @@ func testStores() []Store { return Stores() }
 // conformance suite's fixtures, and readiness by GET /healthz.
 func serverEnv(t testing.TB, store Store) *ClusterOptions {
 	return &ClusterOptions{
-		Env:       append(store.Env(t), "MCPUSH_FIXTURES=conformance"),
+		Env: append(store.Env(t), "MCPUSH_FIXTURES=conformance",
+			// Every process signs and verifies requestState with one key.
+			"MCPUSH_STATE_KEYS=conformance-test-key-0123456789abcdef"),
 		ReadyPath: "/healthz",
 	}
 }

@@ -24,8 +24,9 @@ import (
 // (ClientOptions.ProgressNotificationHandler, LoggingMessageHandler,
 // ResourceUpdatedHandler, ToolListChangedHandler, PromptListChangedHandler).
 //
-// The client connects with its defaults: it first tries the 2026-07-28
-// server/discover, which mcpush refuses, and falls back to initialize.
+// The client is pinned to 2025-11-25 (ClientSessionOptions.ProtocolVersion):
+// its default, 2026-07-28, would serve it statelessly instead (see
+// TestInteropGoSDK2026).
 func TestInteropGoSDK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping interop tests in -short mode")
@@ -59,7 +60,7 @@ func TestInteropGoSDK(t *testing.T) {
 			cs, err := client.Connect(ctx, &gosdk.StreamableClientTransport{
 				Endpoint:   e.url,
 				HTTPClient: &http.Client{Transport: rt},
-			}, nil)
+			}, &gosdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 			done <- connected{cs, err}
 		}()
 		stream = e.releaseGET(t, rec, rt, 0)

@@ -53,18 +53,22 @@ type interopEnv struct {
 	start    time.Time
 }
 
-// startInterop starts the cluster. The processes poll often and trust
-// their registry copy briefly, so that pushes arrive quickly.
-func startInterop(t *testing.T) *interopEnv {
+// startInterop starts the cluster, with env added to the processes'
+// environment. The processes poll often and trust their registry copy
+// briefly, so that pushes arrive quickly.
+func startInterop(t *testing.T, env ...string) *interopEnv {
 	t.Helper()
 	e := &interopEnv{start: time.Now(), storeEnv: SQLiteStore().Env(t)}
 	e.ingest = testenv.BuildBinary(t, "./functions/sns-ingest")
 	e.c = StartCluster(t, interopInstances, &ClusterOptions{
-		Env: append(slices.Clone(e.storeEnv),
+		Env: append(append(slices.Clone(e.storeEnv),
 			"MCPUSH_FIXTURES=conformance",
 			"MCPUSH_POLL_INTERVAL=50ms",
 			"MCPUSH_REGISTRY_REFRESH=100ms",
-			interopGORACE()),
+			// One requestState key on every process: a 2026-era retry may
+			// land on any of them.
+			"MCPUSH_STATE_KEYS=interop-test-key-0123456789abcdef",
+			interopGORACE()), env...),
 		ReadyPath: "/healthz",
 	})
 	e.p = NewProxy(t, e.c.BaseURLs()...)

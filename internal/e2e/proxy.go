@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -196,6 +197,12 @@ func (p *Proxy) logf(format string, args ...any) {
 
 // Mark returns a position in the access log, for DumpLog.
 func (p *Proxy) Mark() int { return p.log.Mark() }
+
+// LinesSince returns the access log lines written since mark.
+func (p *Proxy) LinesSince(mark int) []string {
+	lines, _ := p.log.Since(mark, math.MaxInt)
+	return lines
+}
 
 // DumpLog writes the access log since mark (0: from the start), at most its
 // last limit lines, to t's log. The log has one line per request: method,

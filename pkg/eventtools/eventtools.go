@@ -141,7 +141,7 @@ type TopicsListOutput struct {
 func (b *tools) topicsList(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, TopicsListOutput, error) {
 	ts, err := b.store.Topics(ctx)
 	if err != nil {
-		return nil, TopicsListOutput{}, fmt.Errorf("listing topics: %w", err)
+		return nil, TopicsListOutput{}, mcp.InternalError(fmt.Errorf("listing topics: %w", err))
 	}
 	out := TopicsListOutput{Topics: []TopicInfo{}}
 	for _, t := range ts {
@@ -218,7 +218,7 @@ func (b *tools) recent(ctx context.Context, topic string, limit int, after *int6
 	}
 	evs, err := b.store.ReadTopicEvents(ctx, topic, from, limit)
 	if err != nil {
-		return nil, 0, fmt.Errorf("reading events of %q: %w", topic, err)
+		return nil, 0, mcp.InternalError(fmt.Errorf("reading events of %q: %w", topic, err))
 	}
 	return evs, from, nil
 }
@@ -226,7 +226,7 @@ func (b *tools) recent(ctx context.Context, topic string, limit int, after *int6
 func (b *tools) lastSeq(ctx context.Context, topic string) (int64, error) {
 	ts, err := b.store.Topics(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("listing topics: %w", err)
+		return 0, mcp.InternalError(fmt.Errorf("listing topics: %w", err))
 	}
 	for _, t := range ts {
 		if t.Name == topic {
@@ -288,7 +288,7 @@ func (b *tools) eventsWait(ctx context.Context, req *mcp.CallToolRequest, in Eve
 	for {
 		evs, err := b.store.ReadTopicEvents(ctx, in.Topic, after, 1)
 		if err != nil && ctx.Err() == nil {
-			return nil, EventsWaitOutput{}, fmt.Errorf("reading events of %q: %w", in.Topic, err)
+			return nil, EventsWaitOutput{}, mcp.InternalError(fmt.Errorf("reading events of %q: %w", in.Topic, err))
 		}
 		if len(evs) > 0 {
 			ev := toEvent(evs[0])

@@ -41,12 +41,16 @@ func (e *HTTPError) Error() string {
 // one goroutine per session (seed 004). A handler that panics is recovered
 // and logged, and the next notification is handled as usual.
 //
-// A slow handler delays every later notification (and progress callback),
-// never drops it: notifications wait in an unbounded in-memory queue. Keep
-// handlers fast (in-memory updates, logging, a non-blocking send to a
-// goroutine of your own); do I/O elsewhere. A handler must not wait for a
-// call on the same session that needs a later notification to be handled
-// (CallTool waits until its progress callbacks have run).
+// The trade-off (seed 004 chose the same): dispatch is simple, ordered and
+// has no hidden concurrency, but a slow handler delays every later
+// notification and progress callback, never drops it: notifications wait
+// in an unbounded in-memory queue, which grows while a handler is slow,
+// and CallTool with a progress callback returns only after its callbacks
+// ran. Keep handlers fast (in-memory updates, logging, a non-blocking send
+// to a goroutine of your own) and do I/O, model calls and other slow work
+// elsewhere. A handler must not wait for a call on the same session that
+// needs a later notification to be handled (a CallTool with progress):
+// that deadlocks.
 type NotificationHandler func(ctx context.Context, cs *ClientSession, method string, params json.RawMessage)
 
 // ProgressFunc receives the progress notifications of one call, in order.
@@ -66,9 +70,13 @@ type ClientOptions struct {
 	// ProtocolVersion is the version asked for at initialize. Default:
 	// LatestProtocolVersion.
 	ProtocolVersion string
+	// Mode selects the protocol era: ClientMode2025 (the default),
+	// ClientMode2026 or ClientModeAuto.
+	Mode ClientMode
 
-	// CreateMessageHandler answers sampling/createMessage; setting it
-	// declares the sampling capability.
+	// CreateMessageHandler answers sampling/createMessage (a 2025-era
+	// server request, or a 2026-era input request of an input_required
+	// result); setting it declares the sampling capability.
 	CreateMessageHandler func(ctx context.Context, cs *ClientSession, p *CreateMessageParams) (*CreateMessageResult, error)
 	// ElicitationHandler answers elicitation/create; setting it declares
 	// the elicitation capability.
@@ -204,6 +212,7 @@ type ClientSession struct {
 
 	mu       sync.Mutex
 	id       string // Mcp-Session-Id
+	modern   bool   // the 2026 era: no session, _meta on every request
 	init     *InitializeResult
 	level    LoggingLevel
 	subs     []string
@@ -218,12 +227,14 @@ type ClientSession struct {
 
 // Connect initializes a session with the server at url (its MCP
 // endpoint), sends notifications/initialized, and opens the standalone
-// GET stream (unless NoStandaloneStream). ctx bounds the handshake only.
+// GET stream (unless NoStandaloneStream). In the 2026 era (see
+// ClientOptions.Mode) it sends server/discover instead and opens a
+// subscriptions/listen stream. ctx bounds the handshake only.
 func (c *Client) Connect(ctx context.Context, url string) (*ClientSession, error) {
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	cs := &ClientSession{c: c, url: url, ctx: life, cancel: cancel, progress: map[string]ProgressFunc{}}
 	cs.queue = newNotifyQueue(c.log)
-	if err := cs.initialize(ctx); err != nil {
+	if err := cs.connect(ctx); err != nil {
 		cancel()
 		cs.queue.close()
 		return nil, err
@@ -311,7 +322,8 @@ func (cs *ClientSession) Close(ctx context.Context) error {
 	return err
 }
 
-// Ping checks that the server answers.
+// Ping checks that the server answers (2025 era: the 2026 era has no
+// ping).
 func (cs *ClientSession) Ping(ctx context.Context) error {
 	return cs.Call(ctx, "ping", nil, nil)
 }
@@ -408,38 +420,62 @@ func (cs *ClientSession) ReadResource(ctx context.Context, uri string) (*ReadRes
 // Subscribe subscribes to updates of the resource uri
 // (notifications/resources/updated). The client re-subscribes after a
 // reconnection (ClientOptions.Reconnect).
+//
+// In the 2026 era there is no resources/subscribe: the client reopens its
+// subscriptions/listen stream with uri added and waits for the server's
+// acknowledgement.
 func (cs *ClientSession) Subscribe(ctx context.Context, uri string) error {
-	if err := cs.Call(ctx, "resources/subscribe", &SubscribeParams{URI: uri}, nil); err != nil {
-		return err
+	modern := cs.isModern()
+	if !modern {
+		if err := cs.Call(ctx, "resources/subscribe", &SubscribeParams{URI: uri}, nil); err != nil {
+			return err
+		}
 	}
 	cs.mu.Lock()
 	if !slices.Contains(cs.subs, uri) {
 		cs.subs = append(cs.subs, uri)
 	}
 	cs.mu.Unlock()
+	if modern {
+		return cs.resubscribe(ctx)
+	}
 	return nil
 }
 
 // Unsubscribe ends a subscription.
 func (cs *ClientSession) Unsubscribe(ctx context.Context, uri string) error {
-	if err := cs.Call(ctx, "resources/unsubscribe", &SubscribeParams{URI: uri}, nil); err != nil {
-		return err
+	modern := cs.isModern()
+	if !modern {
+		if err := cs.Call(ctx, "resources/unsubscribe", &SubscribeParams{URI: uri}, nil); err != nil {
+			return err
+		}
 	}
 	cs.mu.Lock()
 	cs.subs = slices.DeleteFunc(cs.subs, func(s string) bool { return s == uri })
 	cs.mu.Unlock()
+	if modern {
+		return cs.resubscribe(ctx)
+	}
 	return nil
 }
 
 // SetLoggingLevel asks the server to send log messages of level and above
-// (notifications/message). It is restored after a reconnection.
+// (notifications/message). It is restored after a reconnection. In the
+// 2026 era the level goes in every request's _meta instead, and the
+// listen stream is reopened with it.
 func (cs *ClientSession) SetLoggingLevel(ctx context.Context, level LoggingLevel) error {
-	if err := cs.Call(ctx, "logging/setLevel", &SetLevelParams{Level: level}, nil); err != nil {
-		return err
+	modern := cs.isModern()
+	if !modern {
+		if err := cs.Call(ctx, "logging/setLevel", &SetLevelParams{Level: level}, nil); err != nil {
+			return err
+		}
 	}
 	cs.mu.Lock()
 	cs.level = level
 	cs.mu.Unlock()
+	if modern {
+		return cs.resubscribe(ctx)
+	}
 	return nil
 }
 
@@ -450,6 +486,21 @@ func (cs *ClientSession) call(ctx context.Context, method string, params, result
 		return ErrClientClosed
 	}
 	_, err := cs.roundTrip(ctx, method, params, result, progress)
+	for round := 1; err != nil; round++ {
+		var ir *inputRequiredError
+		if !errors.As(err, &ir) {
+			break
+		}
+		if round > maxInputRounds {
+			return fmt.Errorf("mcp: %s: still input_required after %d rounds", method, maxInputRounds)
+		}
+		retry, aerr := cs.answerInput(ctx, params, ir)
+		if aerr != nil {
+			return fmt.Errorf("mcp: %s: %w", method, aerr)
+		}
+		params = retry
+		_, err = cs.roundTrip(ctx, method, params, result, progress)
+	}
 	if errors.Is(err, ErrSessionNotFound) && cs.c.opts.Reconnect && method != "initialize" {
 		if rerr := cs.reinitialize(ctx, cs.staleID(err)); rerr != nil {
 			return fmt.Errorf("%w (re-initializing: %v)", err, rerr)

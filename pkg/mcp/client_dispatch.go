@@ -182,6 +182,8 @@ const (
 	relistResources
 )
 
+var relistNames = [...]string{relistTools: "tools", relistPrompts: "prompts", relistResources: "resources"}
+
 // relist is the state of one registry's re-listing: at most one re-list
 // in flight, and whether another was asked for meanwhile.
 type relist struct {
@@ -199,6 +201,7 @@ func (cs *ClientSession) listChanged(kind int) {
 	if r.inFlight {
 		r.pending = true
 		r.mu.Unlock()
+		cs.c.log.Debug("mcp client: a re-list is in flight; this list_changed coalesces into the next one", "registry", relistNames[kind])
 		return
 	}
 	r.inFlight = true
@@ -261,52 +264,12 @@ func (cs *ClientSession) relistOnce(kind int) {
 // response.
 func (cs *ClientSession) answer(m *Message) {
 	ctx := cs.ctx
-	o := &cs.c.opts
-	var result any
-	var err error
-	cs.safely("request", m.Method, func() {
-		defer func() {
-			if r := recover(); r != nil {
-				err = fmt.Errorf("handler panicked: %v", r)
-				panic(r) // logged by safely
-			}
-		}()
-		switch m.Method {
-		case "ping":
-			result = struct{}{}
-		case "sampling/createMessage":
-			if o.CreateMessageHandler == nil {
-				err = Errorf(CodeMethodNotFound, "method not found: %s", m.Method)
-				return
-			}
-			var p CreateMessageParams
-			if err = decodeClientParams(m.Params, &p); err == nil {
-				result, err = o.CreateMessageHandler(ctx, cs, &p)
-			}
-		case "elicitation/create":
-			if o.ElicitationHandler == nil {
-				err = Errorf(CodeMethodNotFound, "method not found: %s", m.Method)
-				return
-			}
-			var p ElicitParams
-			if err = decodeClientParams(m.Params, &p); err == nil {
-				result, err = o.ElicitationHandler(ctx, cs, &p)
-			}
-		case "roots/list":
-			if o.RootsHandler == nil {
-				err = Errorf(CodeMethodNotFound, "method not found: %s", m.Method)
-				return
-			}
-			result, err = o.RootsHandler(ctx, cs)
-		default:
-			err = Errorf(CodeMethodNotFound, "method not found: %s", m.Method)
-		}
-	})
+	result, err := cs.serveRequest(ctx, m.Method, m.Params)
 	var rpcErr *Error
 	if err != nil && !errors.As(err, &rpcErr) {
 		rpcErr = Errorf(CodeInternalError, "%v", err)
 	}
-	resp, perr := cs.post(ctx, cs.ID(), encodeResponse(m.ID, result, rpcErr))
+	resp, perr := cs.post(ctx, cs.ID(), encodeResponse(m.ID, result, rpcErr), nil)
 	if perr != nil {
 		if ctx.Err() == nil {
 			cs.c.log.Warn("mcp client: sending the answer to a server request", "method", m.Method, "err", perr)
@@ -314,6 +277,52 @@ func (cs *ClientSession) answer(m *Message) {
 		return
 	}
 	resp.Body.Close()
+}
+
+// serveRequest runs the registered handler for a request from the server
+// (a 2025-era server-to-client request, or a 2026-era input request),
+// recovering a panic into an error.
+func (cs *ClientSession) serveRequest(ctx context.Context, method string, params json.RawMessage) (result any, err error) {
+	o := &cs.c.opts
+	cs.safely("request", method, func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("handler panicked: %v", r)
+				panic(r) // logged by safely
+			}
+		}()
+		switch method {
+		case "ping":
+			result = struct{}{}
+		case "sampling/createMessage":
+			if o.CreateMessageHandler == nil {
+				err = Errorf(CodeMethodNotFound, "method not found: %s", method)
+				return
+			}
+			var p CreateMessageParams
+			if err = decodeClientParams(params, &p); err == nil {
+				result, err = o.CreateMessageHandler(ctx, cs, &p)
+			}
+		case "elicitation/create":
+			if o.ElicitationHandler == nil {
+				err = Errorf(CodeMethodNotFound, "method not found: %s", method)
+				return
+			}
+			var p ElicitParams
+			if err = decodeClientParams(params, &p); err == nil {
+				result, err = o.ElicitationHandler(ctx, cs, &p)
+			}
+		case "roots/list":
+			if o.RootsHandler == nil {
+				err = Errorf(CodeMethodNotFound, "method not found: %s", method)
+				return
+			}
+			result, err = o.RootsHandler(ctx, cs)
+		default:
+			err = Errorf(CodeMethodNotFound, "method not found: %s", method)
+		}
+	})
+	return result, err
 }
 
 func decodeClientParams(raw json.RawMessage, v any) error {

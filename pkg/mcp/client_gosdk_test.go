@@ -1,4 +1,4 @@
-//lint:file-ignore SA1019 the Go SDK server here exercises logging, sampling and roots, deprecated in 2026-07-28 but still part of 2025-11-25, which the client speaks
+//lint:file-ignore SA1019 the test exercises sampling, roots and logging, deprecated in 2026-07-28 but still served by both eras
 
 package mcp_test
 
@@ -67,9 +67,21 @@ func (m *methodCounter) count(method string) int {
 // (sampling, elicitation, roots) answered by the client's handlers,
 // resources with subscription, prompts, logging, and a burst of 50
 // tools/list_changed that coalesces into at most two re-lists.
-func TestClientGoSDKServer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
+// goSDKServer is the Go SDK's reference server with tools that report
+// progress ("steps"), ask for sampling, elicitation and roots as
+// server-to-client requests ("ask", 2025 era) or as multi round-trip
+// input requests ("mrtr", both eras: the SDK turns them into requests for
+// 2025 clients), a resource with subscriptions, and a prompt.
+type goSDKServer struct {
+	srv        *gosdk.Server
+	url        string
+	subscribed *atomic.Int32
+}
+
+// stateless serves the 2026-07-28 era as well (the SDK serves it only
+// statelessly).
+func newGoSDKServer(t *testing.T, stateless bool) *goSDKServer {
+	t.Helper()
 	var subscribed atomic.Int32
 	srv := gosdk.NewServer(&gosdk.Implementation{Name: "gosdk-ref", Version: "1"}, &gosdk.ServerOptions{
 		SubscribeHandler:   func(context.Context, *gosdk.SubscribeRequest) error { subscribed.Add(1); return nil },
@@ -104,15 +116,51 @@ func TestClientGoSDKServer(t *testing.T) {
 		text := fmt.Sprintf("%s|%s %v|%s", sm.Content.(*gosdk.TextContent).Text, el.Action, el.Content["name"], roots.Roots[0].URI)
 		return &gosdk.CallToolResult{Content: []gosdk.Content{&gosdk.TextContent{Text: text}}}, nil, nil
 	})
+	srv.AddTool(&gosdk.Tool{Name: "mrtr", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, req *gosdk.CallToolRequest) (*gosdk.CallToolResult, error) {
+		if len(req.Params.InputResponses) == 0 {
+			return &gosdk.CallToolResult{RequestState: "state-1", InputRequests: gosdk.InputRequestMap{
+				"s": &gosdk.CreateMessageParams{MaxTokens: 5, Messages: []*gosdk.SamplingMessage{{Role: "user", Content: &gosdk.TextContent{Text: "hi"}}}},
+				"e": &gosdk.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}},
+				"r": &gosdk.ListRootsParams{},
+			}}, nil
+		}
+		b, err := json.Marshal(req.Params.InputResponses)
+		if err != nil {
+			return nil, err
+		}
+		return &gosdk.CallToolResult{Content: []gosdk.Content{&gosdk.TextContent{Text: "state=" + req.Params.RequestState + " " + string(b)}}}, nil
+	})
 	srv.AddResource(&gosdk.Resource{URI: "test://r", Name: "r", MIMEType: "text/plain"}, func(context.Context, *gosdk.ReadResourceRequest) (*gosdk.ReadResourceResult, error) {
 		return &gosdk.ReadResourceResult{Contents: []*gosdk.ResourceContents{{URI: "test://r", MIMEType: "text/plain", Text: "hello"}}}, nil
 	})
 	srv.AddPrompt(&gosdk.Prompt{Name: "greet", Arguments: []*gosdk.PromptArgument{{Name: "who"}}}, func(_ context.Context, req *gosdk.GetPromptRequest) (*gosdk.GetPromptResult, error) {
 		return &gosdk.GetPromptResult{Messages: []*gosdk.PromptMessage{{Role: "user", Content: &gosdk.TextContent{Text: "hello " + req.Params.Arguments["who"]}}}}, nil
 	})
-	ts := httptest.NewServer(gosdk.NewStreamableHTTPHandler(func(*http.Request) *gosdk.Server { return srv }, nil))
-	defer ts.Close()
+	ts := httptest.NewServer(gosdk.NewStreamableHTTPHandler(func(*http.Request) *gosdk.Server { return srv }, &gosdk.StreamableHTTPOptions{Stateless: stateless}))
+	t.Cleanup(ts.Close)
 
+	return &goSDKServer{srv: srv, url: ts.URL, subscribed: &subscribed}
+}
+
+func TestClientGoSDKServer(t *testing.T) {
+	for _, tc := range []struct {
+		mode mcp.ClientMode
+		want string // the protocol version
+	}{
+		{mcp.ClientMode2025, mcp.LatestProtocolVersion},
+		{mcp.ClientMode2026, "2026-07-28"},
+		{mcp.ClientModeAuto, "2026-07-28"},
+	} {
+		t.Run(fmt.Sprintf("mode=%q", tc.mode), func(t *testing.T) { testGoSDK(t, tc.mode, tc.want) })
+	}
+}
+
+func testGoSDK(t *testing.T, mode mcp.ClientMode, wantVersion string) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	g := newGoSDKServer(t, wantVersion == "2026-07-28")
+	srv, subscribed := g.srv, g.subscribed
+	modern := wantVersion == "2026-07-28"
 	rt := &methodCounter{}
 	var mu sync.Mutex
 	var notes []string
@@ -120,6 +168,7 @@ func TestClientGoSDKServer(t *testing.T) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpush-client", Version: "1"}, &mcp.ClientOptions{
 		HTTPClient: &http.Client{Transport: rt},
 		Logger:     slog.New(slog.DiscardHandler),
+		Mode:       mode,
 		CreateMessageHandler: func(ctx context.Context, cs *mcp.ClientSession, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: json.RawMessage(`{"type":"text","text":"sampled ` + p.Messages[0].Content.(*mcp.TextContent).Text + `"}`)}, nil
 		},
@@ -140,13 +189,16 @@ func TestClientGoSDKServer(t *testing.T) {
 		notes = append(notes, method)
 		mu.Unlock()
 	})
-	cs, err := client.Connect(ctx, ts.URL)
+	cs, err := client.Connect(ctx, g.url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close(ctx)
-	if got := cs.InitializeResult(); got.ServerInfo.Name != "gosdk-ref" || got.ProtocolVersion != mcp.LatestProtocolVersion {
-		t.Errorf("initialize: %+v", got)
+	if got := cs.InitializeResult(); got.ServerInfo == nil || got.ServerInfo.Name != "gosdk-ref" || got.ProtocolVersion != wantVersion {
+		t.Errorf("initialize/discover: %+v, want version %s", got, wantVersion)
+	}
+	if got := rt.count("initialize"); got != 0 && modern || got != 1 && !modern {
+		t.Errorf("%d initialize requests", got)
 	}
 	if err := cs.SetLoggingLevel(ctx, "info"); err != nil {
 		t.Fatal(err)
@@ -166,12 +218,30 @@ func TestClientGoSDKServer(t *testing.T) {
 		t.Errorf("structured content %s", got)
 	}
 
-	res, err = cs.CallTool(ctx, "ask", nil, nil)
-	if err != nil || res.IsError {
-		t.Fatalf("ask: %v %+v", err, res)
+	if !modern {
+		res, err = cs.CallTool(ctx, "ask", nil, nil)
+		if err != nil || res.IsError {
+			t.Fatalf("ask: %v %+v", err, res)
+		}
+		if got := res.Content[0].(*mcp.TextContent).Text; got != "sampled hi|accept ada|file:///work" {
+			t.Errorf("ask = %q: the server did not get the client's answers", got)
+		}
 	}
-	if got := res.Content[0].(*mcp.TextContent).Text; got != "sampled hi|accept ada|file:///work" {
-		t.Errorf("ask = %q: the server did not get the client's answers", got)
+	// Multi round-trip input requests: answered by the same handlers (in
+	// the 2025 era the SDK turns them into server-to-client requests).
+	before := rt.count("tools/call")
+	res, err = cs.CallTool(ctx, "mrtr", nil, nil)
+	if err != nil || res.IsError {
+		t.Fatalf("mrtr: %v %+v", err, res)
+	}
+	got := res.Content[0].(*mcp.TextContent).Text
+	for _, want := range []string{"state=state-1", `"sampled hi"`, `"action":"accept"`, `"name":"ada"`, `"uri":"file:///work"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("mrtr = %q, lacks %s", got, want)
+		}
+	}
+	if n := rt.count("tools/call") - before; modern && n != 2 || !modern && n != 1 {
+		t.Errorf("mrtr took %d tools/call requests", n)
 	}
 
 	rr, err := cs.ReadResource(ctx, "test://r")
@@ -184,9 +254,12 @@ func TestClientGoSDKServer(t *testing.T) {
 	if err := srv.ResourceUpdated(ctx, &gosdk.ResourceUpdatedNotificationParams{URI: "test://r"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cs.Unsubscribe(ctx, "test://r"); err != nil || subscribed.Load() != 0 {
-		t.Errorf("unsubscribe: %v (%d subscriptions)", err, subscribed.Load())
+	if err := cs.Unsubscribe(ctx, "test://r"); err != nil {
+		t.Errorf("unsubscribe: %v", err)
 	}
+	// In the 2026 era a subscription lives as long as its listen stream,
+	// which the server sees end a little later.
+	waitFor(t, "no subscription", func() bool { return subscribed.Load() == 0 })
 	gp, err := cs.GetPrompt(ctx, "greet", map[string]string{"who": "bob"})
 	if err != nil || gp.Messages[0].Content.(*mcp.TextContent).Text != "hello bob" {
 		t.Errorf("prompt: %v %+v", err, gp)
@@ -197,13 +270,17 @@ func TestClientGoSDKServer(t *testing.T) {
 		return strings.Contains(strings.Join(notes, " "), "notifications/resources/updated")
 	})
 
+	tools, err := cs.ListTools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A burst of list_changed while the first re-list is held: the Go SDK
 	// debounces for 10ms, so adding tools 20ms apart sends one each.
 	const burst = 50
 	rt.mu.Lock()
 	rt.hold, rt.gate = "tools/list", make(chan struct{})
 	rt.mu.Unlock()
-	before := rt.count("tools/list")
+	before = rt.count("tools/list")
 	countChanged := func() int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -225,7 +302,7 @@ func TestClientGoSDKServer(t *testing.T) {
 	waitFor(t, "a re-list with every tool", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(relisted) > 0 && len(relisted[len(relisted)-1]) == 2+burst
+		return len(relisted) > 0 && len(relisted[len(relisted)-1]) == len(tools)+burst
 	})
 	time.Sleep(200 * time.Millisecond)
 	if n := rt.count("tools/list") - before; n < 1 || n > 2 {

@@ -142,3 +142,47 @@ func deleteSession(t *testing.T, url, id string) {
 		t.Fatalf("DELETE: %d", resp.StatusCode)
 	}
 }
+
+// TestClientAutoMode: ClientModeAuto against mcpush's server ends in the
+// era the server speaks: the 2026 era if it answers server/discover with
+// 2026-07-28, otherwise (an error answer) the 2025 era by initialize.
+// Either way the session works.
+func TestClientAutoMode(t *testing.T) {
+	c := newCluster(t, 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	want := mcp.LatestProtocolVersion
+	req, _ := http.NewRequest(http.MethodPost, c.urls[0], strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "server/discover")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Result struct {
+			SupportedVersions []string `json:"supportedVersions"`
+		} `json:"result"`
+	}
+	json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK && slices.Contains(body.Result.SupportedVersions, "2026-07-28") {
+		want = "2026-07-28"
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "auto", Version: "1"}, &mcp.ClientOptions{Mode: mcp.ClientModeAuto, Logger: slog.New(slog.DiscardHandler)})
+	cs, err := client.Connect(ctx, c.urls[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	if got := cs.InitializeResult().ProtocolVersion; got != want {
+		t.Errorf("auto mode chose %s, want %s (server/discover answered %d %v)", got, want, resp.StatusCode, body.Result.SupportedVersions)
+	}
+	res, err := cs.CallTool(ctx, "echo", map[string]any{"text": "auto"}, nil)
+	if err != nil || res.IsError {
+		t.Errorf("echo: %v %+v", err, res)
+	}
+}

@@ -31,9 +31,12 @@ func (cs *ClientSession) setHeaders(req *http.Request, sid string) {
 		req.Header.Set("Mcp-Session-Id", sid)
 	}
 	cs.mu.Lock()
-	init := cs.init
+	init, modern := cs.init, cs.modern
 	cs.mu.Unlock()
-	if init != nil {
+	switch {
+	case modern:
+		req.Header.Set("Mcp-Protocol-Version", clientStatelessVersion)
+	case init != nil:
 		req.Header.Set("Mcp-Protocol-Version", init.ProtocolVersion)
 	}
 }
@@ -42,7 +45,7 @@ func (cs *ClientSession) setHeaders(req *http.Request, sid string) {
 // or an error for a status the caller need not look at: 404 for a session
 // becomes a *sessionGoneError, any other non-2xx an *HTTPError (or the
 // JSON-RPC *Error its body carries).
-func (cs *ClientSession) post(ctx context.Context, sid string, body []byte) (*http.Response, error) {
+func (cs *ClientSession) post(ctx context.Context, sid string, body []byte, extra http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cs.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -50,6 +53,9 @@ func (cs *ClientSession) post(ctx context.Context, sid string, body []byte) (*ht
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	cs.setHeaders(req, sid)
+	for k, v := range extra {
+		req.Header[k] = v
+	}
 	resp, err := cs.c.opts.HTTPClient.Do(req)
 	if err != nil {
 		return nil, err
@@ -75,7 +81,7 @@ func (cs *ClientSession) notify(ctx context.Context, method string, params any) 
 	if err != nil {
 		return err
 	}
-	resp, err := cs.post(ctx, cs.ID(), b)
+	resp, err := cs.post(ctx, cs.ID(), b, nil)
 	if err != nil {
 		return err
 	}
@@ -100,7 +106,14 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 		tok := cs.registerProgress(progress)
 		defer cs.unregisterProgress(tok)
 		var err error
-		if p, err = withProgressToken(p, tok); err != nil {
+		if p, err = withMeta(p, "progressToken", strconv.Quote(tok)); err != nil {
+			return "", fmt.Errorf("mcp: %s: %w", method, err)
+		}
+	}
+	var extra http.Header
+	if cs.isModern() {
+		var err error
+		if p, extra, err = cs.modernRequest(method, p); err != nil {
 			return "", fmt.Errorf("mcp: %s: %w", method, err)
 		}
 	}
@@ -109,7 +122,7 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 		return "", err
 	}
 	sid := cs.ID()
-	resp, err := cs.post(ctx, sid, body)
+	resp, err := cs.post(ctx, sid, body, extra)
 	if err != nil {
 		return "", fmt.Errorf("mcp: %s: %w", method, err)
 	}
@@ -131,6 +144,11 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 	if m.Error != nil {
 		return newSID, m.Error
 	}
+	if cs.isModern() {
+		if ir := inputRequired(m.Result); ir != nil {
+			return newSID, ir
+		}
+	}
 	if result != nil {
 		if err := json.Unmarshal(m.Result, result); err != nil {
 			return "", fmt.Errorf("mcp: %s: decoding result: %w", method, err)
@@ -139,12 +157,12 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 	return newSID, nil
 }
 
-// withProgressToken adds _meta.progressToken to a params object.
-func withProgressToken(p json.RawMessage, tok string) (json.RawMessage, error) {
+// withMeta sets _meta[key] to the JSON value in a params object.
+func withMeta(p json.RawMessage, key string, value string) (json.RawMessage, error) {
 	obj := map[string]json.RawMessage{}
 	if len(p) > 0 && string(p) != "null" {
 		if err := json.Unmarshal(p, &obj); err != nil {
-			return nil, fmt.Errorf("params must be a JSON object to carry a progress token: %w", err)
+			return nil, fmt.Errorf("params must be a JSON object to carry _meta: %w", err)
 		}
 	}
 	meta := map[string]json.RawMessage{}
@@ -153,7 +171,7 @@ func withProgressToken(p json.RawMessage, tok string) (json.RawMessage, error) {
 			return nil, fmt.Errorf("_meta: %w", err)
 		}
 	}
-	meta["progressToken"] = json.RawMessage(strconv.Quote(tok))
+	meta[key] = json.RawMessage(value)
 	mb, err := json.Marshal(meta)
 	if err != nil {
 		return nil, err
@@ -167,6 +185,8 @@ func withProgressToken(p json.RawMessage, tok string) (json.RawMessage, error) {
 type streamState struct {
 	lastID string
 	retry  time.Duration
+	// onMessage, if set, sees every message before it is handled.
+	onMessage func(*Message)
 }
 
 // readResponse reads the answer to the request with id key from resp: a
@@ -208,7 +228,7 @@ func (cs *ClientSession) readResponse(ctx context.Context, sid string, resp *htt
 		if m != nil {
 			return m, nil
 		}
-		if st.lastID == "" {
+		if st.lastID == "" || cs.isModern() {
 			return nil, fmt.Errorf("stream ended before the response, with no event id to resume from: %v", err)
 		}
 		if err == nil {
@@ -262,6 +282,9 @@ func (cs *ClientSession) readStream(r io.Reader, key string, st *streamState) (*
 		for _, m := range msgs {
 			if key != "" && m.IsResponse() && canonicalID(m.ID) == key {
 				return m, nil
+			}
+			if st.onMessage != nil {
+				st.onMessage(m)
 			}
 			cs.handleIncoming(m)
 		}

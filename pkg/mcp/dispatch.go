@@ -447,7 +447,7 @@ func (s *Server) callTool(ctx context.Context, ss *ServerSession, raw json.RawMe
 	if err != nil {
 		var rpcErr *Error
 		var ir *InputRequired
-		if errors.As(err, &rpcErr) || errors.As(err, &ir) || ctx.Err() != nil {
+		if errors.As(err, &rpcErr) || errors.As(err, &ir) || ctx.Err() != nil || isInternal(err) {
 			return nil, err
 		}
 		return errorResult(err.Error()), nil

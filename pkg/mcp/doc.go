@@ -17,11 +17,35 @@
 // or elicitation; whatever they send is written to the store first, so it
 // survives the process and reaches the client on any of them.
 //
+// The handler serves two protocol eras on one endpoint, chosen per request
+// (see Era). An initialize request starts a 2025-era session (2024-11-05
+// to 2025-11-25), kept in the store and named by Mcp-Session-Id. A request
+// whose MCP-Protocol-Version header and _meta name 2026-07-28 is served
+// statelessly: the handler gets a ServerSession built from that request's
+// _meta (capabilities, log level), server/discover answers what the server
+// supports, push happens only on subscriptions/listen streams, and a
+// handler that needs input from the client returns an *InputRequired
+// instead of calling Elicit, CreateMessage or ListRoots; the client retries
+// with the answers (ServerRequest.InputResponses) and the signed state
+// (ServerRequest.State), on any process sharing ServerOptions.StateKeys.
+// Both eras share one dispatcher, so tools, resources and prompts are
+// written once.
+//
 // With ServerOptions.DynamicRegistries the server also serves the tools
 // overlay, resources and prompts published through SNS (package
-// notify/ingest), and tells each session of a change exactly once.
+// notify/ingest), and tells each session, and each listen stream, of a
+// change exactly once.
 //
 // Package serve runs a Server in AWS Lambda or as a local HTTP server;
-// package eventtools adds mcpush's event tools. The package also has a
-// Streamable HTTP client (NewClient).
+// package eventtools adds mcpush's event tools.
+//
+// The package also has a Streamable HTTP client, for mcpush and any MCP
+// server: NewClient, then Client.Connect gives a ClientSession that lists,
+// calls tools with a progress callback, reads and subscribes to resources,
+// in the 2025 era (initialize, sessions, a GET stream resumed with
+// Last-Event-ID), the 2026-07-28 era (server/discover, subscriptions/listen,
+// input_required results) or whichever the server speaks (ClientModeAuto).
+// Notification handlers run one at a time in arrival order; a panic is
+// recovered and logged; list_changed re-lists with at most one re-list in
+// flight. See ExampleClient.
 package mcp

@@ -66,12 +66,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 	if stream == getStream {
 		seq, _, err := h.srv.store.Append(ctx, ss.ID(), getStream, [][]byte{takeover}, nil)
 		if err != nil {
-			if errors.Is(err, notify.ErrNotFound) {
-				httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
-				return
-			}
-			h.srv.log.ErrorContext(ctx, "opening GET stream", "session", ss.ID(), "err", err)
-			httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: opening stream")
+			h.storeFailure(w, r, err, "opening GET stream", "session", ss.ID())
 			return
 		}
 		mine = seq
@@ -81,7 +76,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 			// still running stops at our record without writing more.
 			fresh, err := h.srv.store.GetSession(ctx, ss.ID())
 			if err != nil {
-				httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
+				h.storeFailure(w, r, err, "opening GET stream", "session", ss.ID())
 				return
 			}
 			ss.state = fresh

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 )
 
 // internalError logs err (with msg and attrs) under a new error id and
@@ -24,4 +25,26 @@ func newErrorID() string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// InternalError marks err as a failure of the server (a store or network
+// error), not of the tool's input. A tool handler that returns it gets a
+// JSON-RPC internal error that carries only an error id, logged with err,
+// instead of an isError result with err's text. Nil stays nil.
+func InternalError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &internalErr{err}
+}
+
+type internalErr struct{ err error }
+
+func (e *internalErr) Error() string { return e.err.Error() }
+func (e *internalErr) Unwrap() error { return e.err }
+
+// isInternal reports whether err was marked with InternalError.
+func isInternal(err error) bool {
+	var ie *internalErr
+	return errors.As(err, &ie)
 }

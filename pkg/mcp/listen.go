@@ -3,10 +3,13 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/mcpush/mcpush/pkg/notify"
@@ -37,51 +40,37 @@ const (
 	maxListenURI = 2048
 )
 
-// listenKey identifies a listen stream on this process for
-// notifications/cancelled: the principal and the listen request's id.
-func listenKey(principal string, id json.RawMessage) string {
-	return principalTag(principal) + "|" + canonicalID(id)
+// listenCancelURI names the listen streams that a notifications/cancelled
+// from principal for request id ends. Each listen stream's backing session
+// is subscribed to it, so the process that receives the cancellation finds
+// the stream's session, on whichever process the stream is served, with
+// the store's subscription index, and appends listenCancel to its log.
+func listenCancelURI(principal string, id json.RawMessage) string {
+	sum := sha256.Sum256([]byte(principal + "\x00" + canonicalID(id)))
+	return "mcpush-listen:" + base64.RawURLEncoding.EncodeToString(sum[:18])
 }
 
-// listens are the listen streams open on this process, by listenKey.
-type listens struct {
-	mu      sync.Mutex
-	cancels map[string]context.CancelFunc
-}
+// listenCancel is the control record that ends a listen stream.
+var listenCancel = []byte(`{"mcpush/control":"cancel"}`)
 
-func (l *listens) add(key string, cancel context.CancelFunc) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cancels == nil {
-		l.cancels = map[string]context.CancelFunc{}
-	}
-	l.cancels[key] = cancel
-}
-
-func (l *listens) remove(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.cancels, key)
-}
-
-func (l *listens) cancel(key string) bool {
-	l.mu.Lock()
-	c := l.cancels[key]
-	l.mu.Unlock()
-	if c != nil {
-		c()
-	}
-	return c != nil
-}
-
-// cancelListen ends the listen stream that a notifications/cancelled names,
-// when this process serves it.
-func (h *StreamableHandler) cancelListen(_ context.Context, principal string, m *Message) {
+// cancelListen ends the listen streams a notifications/cancelled names: it
+// appends listenCancel to the log of each, which the stream reads at its
+// next poll.
+func (s *Server) cancelListen(ctx context.Context, principal string, m *Message) {
 	p, err := decodeParams[CancelledParams](m.Params)
 	if err != nil || len(p.RequestID) == 0 {
 		return
 	}
-	h.listens.cancel(listenKey(principal, p.RequestID))
+	ids, err := s.store.Subscribers(ctx, listenCancelURI(principal, p.RequestID))
+	if err != nil {
+		s.log.WarnContext(ctx, "cancelling a listen stream", "err", err)
+		return
+	}
+	for _, id := range ids {
+		if _, _, err := s.store.Append(ctx, id, getStream, [][]byte{listenCancel}, nil); err != nil && !errors.Is(err, notify.ErrNotFound) {
+			s.log.WarnContext(ctx, "cancelling a listen stream", "stream", id, "err", err)
+		}
+	}
 }
 
 // parseListenFilter decodes and checks a listen request's filter: unknown
@@ -108,6 +97,9 @@ func parseListenFilter(params json.RawMessage) (*SubscriptionFilter, error) {
 	for _, uri := range f.ResourceSubscriptions {
 		if uri == "" || len(uri) > maxListenURI {
 			return nil, Errorf(CodeInvalidParams, "invalid params: a resourceSubscriptions URI must have 1 to %d bytes", maxListenURI)
+		}
+		if strings.HasPrefix(uri, "mcpush-listen:") {
+			return nil, Errorf(CodeInvalidParams, "invalid params: %q is not a resource", uri)
 		}
 	}
 	return &f, nil
@@ -164,84 +156,133 @@ func tagSubscription(msg []byte, id json.RawMessage) ([]byte, string, error) {
 	return out, m.Method, err
 }
 
-// serveListen serves subscriptions/listen: the acknowledgement, then the
-// opted-in notifications as they happen, until the client leaves or
-// cancels (no response), or the server shuts down or nears the request's
-// deadline (the empty listen result: the client listens again).
-func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) {
-	f, err := parseListenFilter(m.Params)
-	if err != nil {
-		writeJSON(w, http.StatusOK, encodeResponse(m.ID, nil, err.(*Error)))
-		return
-	}
-	ack := h.srv.acknowledged(f)
-	srv := h.srv
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	key := listenKey(ss.Principal(), m.ID)
-	h.listens.add(key, cancel)
-	defer h.listens.remove(key)
+// listenStream is the transport-free state of one listen stream: its
+// backing session in the store, its filter and its read position. Not
+// safe for concurrent use: one goroutine serves a stream.
+type listenStream struct {
+	srv    *Server
+	sess   *ServerSession // the backing session
+	id     json.RawMessage
+	filter *SubscriptionFilter // what the server acknowledged
+	after  int64
+}
 
-	// The stream's backing session: its baseline is the registries now.
-	hashes, err := srv.store.RegistryHashes(ctx)
+// openListen opens a listen stream for the 2026-era request (ss, id) with
+// the client's filter f: a backing session whose baseline is the
+// registries as they are now (nothing from before the stream), subscribed
+// to the acknowledged resources and to the stream's cancel URI.
+func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawMessage, f *SubscriptionFilter) (*listenStream, error) {
+	ack := s.acknowledged(f)
+	hashes, err := s.store.RegistryHashes(ctx)
 	if err != nil {
-		srv.log.ErrorContext(ctx, "opening listen stream", "err", err)
-		writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, Errorf(CodeInternalError, "internal error: opening the listen stream")))
-		return
+		return nil, fmt.Errorf("reading registry hashes: %w", err)
 	}
-	now := srv.opts.Now()
+	now := s.opts.Now()
 	st := &notify.Session{
 		ID:                 "listen-" + randomID(16),
 		Principal:          ss.Principal(),
 		ProtocolVersion:    ss.ProtocolVersion(),
 		ClientCapabilities: ss.state.ClientCapabilities,
 		Initialized:        true,
-		CreatedAt:          now,
-		ExpiresAt:          now.Add(srv.opts.SessionIdleTimeout),
-		NotifiedHashes:     hashes,
+		// A listen stream carries no log messages: at the highest level
+		// the ingest fans out only resources/updated to it.
+		LogLevel:       string(loggingLevels[len(loggingLevels)-1]),
+		CreatedAt:      now,
+		ExpiresAt:      now.Add(s.opts.SessionIdleTimeout),
+		NotifiedHashes: hashes,
 	}
-	if err := srv.store.CreateSession(ctx, st); err != nil {
-		srv.log.ErrorContext(ctx, "opening listen stream", "err", err)
-		writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, Errorf(CodeInternalError, "internal error: opening the listen stream")))
+	if err := s.store.CreateSession(ctx, st); err != nil {
+		return nil, fmt.Errorf("creating the backing session: %w", err)
+	}
+	l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, id: id, filter: ack}
+	for _, uri := range append([]string{listenCancelURI(ss.Principal(), id)}, ack.ResourceSubscriptions...) {
+		if err := s.store.Subscribe(ctx, st.ID, uri); err != nil {
+			l.close(ctx)
+			return nil, fmt.Errorf("subscribing to %s: %w", uri, err)
+		}
+	}
+	return l, nil
+}
+
+// ack is the acknowledgement, the stream's first message.
+func (l *listenStream) ack() []byte {
+	msg, _ := encodeNotification("notifications/subscriptions/acknowledged", map[string]any{
+		"notifications": l.filter,
+		"_meta":         map[string]json.RawMessage{metaSubscriptionID: l.id},
+	})
+	return msg
+}
+
+// result is the empty listen result that ends the stream gracefully.
+func (l *listenStream) result() []byte {
+	res, _ := json.Marshal(map[string]any{
+		"resultType": resultComplete,
+		"_meta":      map[string]json.RawMessage{metaSubscriptionID: l.id},
+	})
+	return encodeResponse(l.id, json.RawMessage(res), nil)
+}
+
+// next checks the registries (logging any change into the backing
+// session's log, exactly once among all processes) and returns the
+// opted-in notifications logged since the last call, tagged with the
+// subscription id. cancelled reports a notifications/cancelled; more
+// that a full batch was read.
+func (l *listenStream) next(ctx context.Context) (msgs [][]byte, cancelled, more bool, err error) {
+	s := l.srv
+	if err := s.notifyChanges(ctx, l.sess); err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "checking registry changes", "stream", l.sess.ID(), "err", err)
+	}
+	evs, err := s.store.ReadEvents(ctx, l.sess.ID(), getStream, l.after, readBatch)
+	if err != nil {
+		return nil, false, false, err
+	}
+	for _, ev := range evs {
+		l.after = ev.Seq
+		if bytes.Equal(ev.Data, listenCancel) {
+			return msgs, true, false, nil
+		}
+		if isControl(ev.Data) {
+			continue
+		}
+		msg, method, err := tagSubscription(ev.Data, l.id)
+		if err != nil || !l.filter.admits(method) {
+			continue
+		}
+		msgs = append(msgs, msg)
+	}
+	return msgs, false, len(evs) == readBatch, nil
+}
+
+// close deletes the backing session, with its log and subscriptions.
+func (l *listenStream) close(ctx context.Context) {
+	if err := l.srv.store.DeleteSession(context.WithoutCancel(ctx), l.sess.ID()); err != nil && !errors.Is(err, notify.ErrNotFound) {
+		l.srv.log.WarnContext(ctx, "closing listen stream", "stream", l.sess.ID(), "err", err)
+	}
+}
+
+// serveListen serves subscriptions/listen over SSE: the acknowledgement,
+// then the opted-in notifications as they happen, until the client leaves
+// or cancels (no response), or the server shuts down or nears the
+// request's deadline (the empty listen result: the client listens again).
+func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) {
+	ctx := r.Context()
+	f, err := parseListenFilter(m.Params)
+	if err != nil {
+		writeJSON(w, http.StatusOK, encodeResponse(m.ID, nil, err.(*Error)))
 		return
 	}
-	defer func() {
-		if err := srv.store.DeleteSession(context.WithoutCancel(ctx), st.ID); err != nil && !errors.Is(err, notify.ErrNotFound) {
-			srv.log.WarnContext(ctx, "closing listen stream", "err", err)
-		}
-	}()
-	for _, uri := range ack.ResourceSubscriptions {
-		if err := srv.store.Subscribe(ctx, st.ID, uri); err != nil {
-			srv.log.ErrorContext(ctx, "opening listen stream", "err", err)
-			writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, Errorf(CodeInternalError, "internal error: subscribing")))
-			return
-		}
+	l, err := h.srv.openListen(ctx, ss, m.ID, f)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, h.srv.internalError(ctx, "opening listen stream", err)))
+		return
 	}
-	lss := &ServerSession{srv: srv, state: st}
-
+	defer l.close(ctx)
 	h.streams.Add(1)
 	defer h.streams.Done()
 	sse := newSSEWriter(w)
 	sse.start()
-	ackMsg, _ := encodeNotification("notifications/subscriptions/acknowledged", map[string]any{
-		"notifications": ack,
-		"_meta":         map[string]json.RawMessage{metaSubscriptionID: m.ID},
-	})
-	if sse.event("", ackMsg) != nil {
+	if sse.event("", l.ack()) != nil {
 		return
-	}
-	h.pumpListen(ctx, sse, lss, ack, m.ID)
-}
-
-// pumpListen copies a listen stream's log to the client.
-func (h *StreamableHandler) pumpListen(ctx context.Context, sse *sseWriter, lss *ServerSession, f *SubscriptionFilter, id json.RawMessage) {
-	srv := h.srv
-	end := func() {
-		res, _ := json.Marshal(map[string]any{
-			"resultType": resultComplete,
-			"_meta":      map[string]json.RawMessage{metaSubscriptionID: id},
-		})
-		sse.event("", encodeResponse(id, json.RawMessage(res), nil))
 	}
 	var deadline <-chan time.Time
 	if d, ok := h.streamDeadline(ctx); ok {
@@ -249,45 +290,36 @@ func (h *StreamableHandler) pumpListen(ctx context.Context, sse *sseWriter, lss 
 		defer t.Stop()
 		deadline = t.C
 	}
-	poll := time.NewTimer(srv.opts.PollInterval)
+	poll := time.NewTimer(h.srv.opts.PollInterval)
 	defer poll.Stop()
 	lastWrite := time.Now()
-	var after int64
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-h.closing:
-			end()
+			sse.event("", l.result())
 			return
 		case <-deadline:
-			end()
+			sse.event("", l.result())
 			return
 		case <-poll.C:
 		}
-		if err := srv.notifyChanges(ctx, lss); err != nil && ctx.Err() == nil {
-			srv.log.WarnContext(ctx, "checking registry changes", "stream", lss.ID(), "err", err)
-		}
-		evs, err := srv.store.ReadEvents(ctx, lss.ID(), getStream, after, readBatch)
+		msgs, cancelled, more, err := l.next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			srv.log.WarnContext(ctx, "reading listen stream", "stream", lss.ID(), "err", err)
+			h.srv.log.WarnContext(ctx, "reading listen stream", "err", err)
 		}
-		for _, ev := range evs {
-			after = ev.Seq
-			if isControl(ev.Data) {
-				continue
-			}
-			msg, method, err := tagSubscription(ev.Data, id)
-			if err != nil || !f.admits(method) {
-				continue
-			}
+		for _, msg := range msgs {
 			if sse.event("", msg) != nil {
 				return
 			}
 			lastWrite = time.Now()
+		}
+		if cancelled {
+			return // notifications/cancelled: no response
 		}
 		if time.Since(lastWrite) >= h.opts.KeepAlive {
 			if sse.comment("keepalive") != nil {
@@ -295,10 +327,10 @@ func (h *StreamableHandler) pumpListen(ctx context.Context, sse *sseWriter, lss 
 			}
 			lastWrite = time.Now()
 		}
-		if len(evs) == readBatch {
+		if more {
 			poll.Reset(0)
 		} else {
-			poll.Reset(srv.opts.PollInterval)
+			poll.Reset(h.srv.opts.PollInterval)
 		}
 	}
 }

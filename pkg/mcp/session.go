@@ -11,8 +11,9 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// getStream is the stream id of a session's standalone GET stream.
-const getStream = "g"
+// getStream is the stream id of a session's own log (its standalone GET
+// stream, or a listen stream's).
+const getStream = notify.SessionStream
 
 // ServerSession is one request's view of a durable session. It is built
 // per request from the stored state and lives no longer than the request;

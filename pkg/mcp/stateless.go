@@ -67,6 +67,17 @@ func wantsStateless(r *http.Request) bool {
 	return v != "" && eraOf(v) != Era2025
 }
 
+// carriesStatelessMeta reports whether m's params carry the 2026-era
+// _meta protocol version.
+func carriesStatelessMeta(m *Message) bool {
+	var p struct {
+		Meta struct {
+			ProtocolVersion *string `json:"io.modelcontextprotocol/protocolVersion"`
+		} `json:"_meta"`
+	}
+	return len(m.Params) > 0 && json.Unmarshal(m.Params, &p) == nil && p.Meta.ProtocolVersion != nil
+}
+
 // statelessError is a request rejected before dispatch, with the HTTP
 // status the 2026 transport gives it.
 type statelessError struct {
@@ -220,7 +231,7 @@ func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Reques
 		// Notifications (notifications/cancelled of a listen stream) and
 		// stray responses: nothing to answer.
 		if m.IsNotification() && m.Method == "notifications/cancelled" {
-			h.cancelListen(r.Context(), principal, m)
+			h.srv.cancelListen(r.Context(), principal, m)
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return

@@ -81,7 +81,6 @@ type StreamableHandler struct {
 	inflight  gauge // requests running, per session and in all
 	open      gauge // SSE streams open, per session
 	rate      rateLimiter
-	listens   listens // listen streams on this process, for notifications/cancelled
 }
 
 // NewStreamableHandler returns an http.Handler for srv.
@@ -262,12 +261,7 @@ func (h *StreamableHandler) session(w http.ResponseWriter, r *http.Request, prin
 	}
 	st, err := h.srv.store.GetSession(r.Context(), id)
 	if err != nil {
-		if errors.Is(err, notify.ErrNotFound) {
-			httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
-			return nil
-		}
-		h.srv.log.ErrorContext(r.Context(), "loading session", "session", id, "err", err)
-		httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: loading session")
+		h.storeFailure(w, r, err, "loading session", "session", id)
 		return nil
 	}
 	if st.Principal != principal {
@@ -305,6 +299,12 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		w.Write(encodeResponse(nil, nil, rpcErr))
+		return
+	}
+	if r.Header.Get("Mcp-Session-Id") == "" && !batch && carriesStatelessMeta(msgs[0]) {
+		// A 2026-era request without the version header: it is not a
+		// session request missing its session id.
+		writeJSON(w, http.StatusBadRequest, encodeResponse(msgs[0].ID, nil, Errorf(CodeHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required")))
 		return
 	}
 	for _, m := range msgs {
@@ -655,8 +655,7 @@ func (h *StreamableHandler) serveDELETE(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	if err := h.srv.store.DeleteSession(r.Context(), ss.ID()); err != nil && !errors.Is(err, notify.ErrNotFound) {
-		h.srv.log.ErrorContext(r.Context(), "deleting session", "session", ss.ID(), "err", err)
-		httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: deleting session")
+		h.storeFailure(w, r, err, "deleting session", "session", ss.ID())
 		return
 	}
 	w.WriteHeader(http.StatusOK)

@@ -39,8 +39,8 @@ func AddTool[In, Out any](s *Server, t *Tool, h TypedToolHandler[In, Out]) {
 			if errors.As(err, &rpcErr) {
 				return nil, rpcErr
 			}
-			if ctx.Err() != nil {
-				return nil, err // cancelled: no tool result either
+			if ctx.Err() != nil || isInternal(err) {
+				return nil, err // cancelled: no tool result either; internal: an error id
 			}
 			return errorResult(err.Error()), nil
 		}

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -92,6 +93,59 @@ func CheckMessage(sessionID, key string, data []byte) error {
 		return fmt.Errorf("%w: empty message key", ErrInvalid)
 	case len(data) > MaxItemBytes:
 		return fmt.Errorf("%w: message is %d bytes, limit %d", ErrTooLarge, len(data), MaxItemBytes)
+	}
+	return nil
+}
+
+// CheckRead validates the arguments of Store.ReadEvents: an empty session
+// or stream id, or a limit below 1, is ErrInvalid.
+func CheckRead(sessionID, streamID string, limit int) error {
+	switch {
+	case sessionID == "":
+		return fmt.Errorf("%w: empty session id", ErrInvalid)
+	case streamID == "":
+		return fmt.Errorf("%w: empty stream id", ErrInvalid)
+	case limit < 1:
+		return fmt.Errorf("%w: limit %d", ErrInvalid, limit)
+	}
+	return nil
+}
+
+// CheckTopicRead validates the arguments of Store.ReadTopicEvents: an
+// empty topic or a limit below 1 is ErrInvalid.
+func CheckTopicRead(topic string, limit int) error {
+	switch {
+	case topic == "":
+		return fmt.Errorf("%w: empty topic", ErrInvalid)
+	case limit < 1:
+		return fmt.Errorf("%w: limit %d", ErrInvalid, limit)
+	}
+	return nil
+}
+
+// CheckRegistryChange validates the arguments of Store.ApplyRegistry the
+// same way for every implementation: an unknown kind or op, an empty
+// message id or item key, or (for put and replace) an item that is not
+// valid JSON is ErrInvalid.
+func CheckRegistryChange(kind, op string, items map[string]json.RawMessage, messageID string) error {
+	if !ValidRegistry(kind) {
+		return fmt.Errorf("%w: registry kind %q", ErrInvalid, kind)
+	}
+	switch op {
+	case OpPut, OpReplace, OpDelete:
+	default:
+		return fmt.Errorf("%w: registry op %q", ErrInvalid, op)
+	}
+	if messageID == "" {
+		return fmt.Errorf("%w: empty message id", ErrInvalid)
+	}
+	for k, v := range items {
+		if k == "" {
+			return fmt.Errorf("%w: empty registry item key", ErrInvalid)
+		}
+		if op != OpDelete && !json.Valid(v) {
+			return fmt.Errorf("%w: item %q is not valid JSON", ErrInvalid, k)
+		}
 	}
 	return nil
 }

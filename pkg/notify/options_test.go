@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -55,6 +56,35 @@ func TestCheckTopicEventAndMessage(t *testing.T) {
 		{"message no session", CheckMessage("", "k", nil), ErrInvalid},
 		{"message no key", CheckMessage("s", "", nil), ErrInvalid},
 		{"message too large", CheckMessage("s", "k", big), ErrTooLarge},
+	} {
+		if !errors.Is(tc.err, tc.want) || (tc.want == nil) != (tc.err == nil) {
+			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.want)
+		}
+	}
+}
+
+func TestCheckReadsAndRegistryChange(t *testing.T) {
+	item := map[string]json.RawMessage{"a": json.RawMessage(`{"name":"a"}`)}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"read ok", CheckRead("s", "x", 1), nil},
+		{"read no session", CheckRead("", "x", 1), ErrInvalid},
+		{"read no stream", CheckRead("s", "", 1), ErrInvalid},
+		{"read limit 0", CheckRead("s", "x", 0), ErrInvalid},
+		{"topic read ok", CheckTopicRead("t", 5), nil},
+		{"topic read no topic", CheckTopicRead("", 5), ErrInvalid},
+		{"topic read limit -1", CheckTopicRead("t", -1), ErrInvalid},
+		{"registry ok", CheckRegistryChange(RegistryTools, OpPut, item, "m"), nil},
+		{"registry empty replace", CheckRegistryChange(RegistryPrompts, OpReplace, nil, "m"), nil},
+		{"registry kind", CheckRegistryChange("widgets", OpPut, item, "m"), ErrInvalid},
+		{"registry op", CheckRegistryChange(RegistryTools, "upsert", item, "m"), ErrInvalid},
+		{"registry message id", CheckRegistryChange(RegistryTools, OpPut, item, ""), ErrInvalid},
+		{"registry empty key", CheckRegistryChange(RegistryTools, OpPut, map[string]json.RawMessage{"": json.RawMessage(`{}`)}, "m"), ErrInvalid},
+		{"registry bad JSON", CheckRegistryChange(RegistryTools, OpPut, map[string]json.RawMessage{"a": json.RawMessage(`{`)}, "m"), ErrInvalid},
+		{"registry delete ignores values", CheckRegistryChange(RegistryTools, OpDelete, map[string]json.RawMessage{"a": nil}, "m"), nil},
 	} {
 		if !errors.Is(tc.err, tc.want) || (tc.want == nil) != (tc.err == nil) {
 			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.want)

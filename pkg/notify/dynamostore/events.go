@@ -219,14 +219,8 @@ const probeEvents = 3
 // Query for the events. A limit below 1 is refused with notify.ErrInvalid.
 func (s *Store) ReadEvents(ctx context.Context, sessionID, streamID string, after int64, limit int) (_ []notify.Event, err error) {
 	defer wrap(&err, "dynamostore: ReadEvents(%q, %q, %d, %d)", sessionID, streamID, after, limit)
-	if sessionID == "" {
-		return nil, invalid("empty session id")
-	}
-	if streamID == "" {
-		return nil, invalid("empty stream id")
-	}
-	if limit < 1 {
-		return nil, invalid("limit %d", limit)
+	if err := notify.CheckRead(sessionID, streamID, limit); err != nil {
+		return nil, err
 	}
 	after = max(after, 0)
 	if after == math.MaxInt64 {

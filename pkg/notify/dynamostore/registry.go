@@ -29,19 +29,8 @@ const (
 // registry to return.
 func (s *Store) ApplyRegistry(ctx context.Context, kind, op string, items map[string]json.RawMessage, messageID string) (reg *notify.Registry, applied bool, err error) {
 	defer wrap(&err, "dynamostore: ApplyRegistry(%q, %q, %q)", kind, op, messageID)
-	if !notify.ValidRegistry(kind) {
-		return nil, false, invalid("registry kind %q", kind)
-	}
-	if messageID == "" {
-		return nil, false, invalid("empty message id")
-	}
-	if _, err := notify.ApplyOp(nil, op, nil); err != nil {
+	if err := notify.CheckRegistryChange(kind, op, items, messageID); err != nil {
 		return nil, false, err
-	}
-	for k := range items {
-		if k == "" {
-			return nil, false, invalid("empty registry item key")
-		}
 	}
 	tok := newToken()
 	unlock, err := s.writers.lock(ctx, registryPK+"|"+kind)

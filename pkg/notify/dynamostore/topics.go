@@ -176,11 +176,8 @@ func topicEventOf(topic string, it item) notify.TopicEvent {
 // notify.ErrInvalid.
 func (s *Store) ReadTopicEvents(ctx context.Context, topic string, after int64, limit int) (_ []notify.TopicEvent, err error) {
 	defer wrap(&err, "dynamostore: ReadTopicEvents(%q, %d, %d)", topic, after, limit)
-	if topic == "" {
-		return nil, invalid("empty topic")
-	}
-	if limit < 1 {
-		return nil, invalid("limit %d", limit)
+	if err := notify.CheckTopicRead(topic, limit); err != nil {
+		return nil, err
 	}
 	after = max(after, 0)
 	if after == math.MaxInt64 {

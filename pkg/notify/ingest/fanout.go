@@ -11,9 +11,8 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// getStream is the stream id of a session's standalone GET stream, the
-// log that fan-out appends to.
-const getStream = "g"
+// getStream is the session log that fan-out appends to.
+const getStream = notify.SessionStream
 
 // EventURI returns the resource URI of a topic's event log,
 // events://<topic>: the URI sessions subscribe to.

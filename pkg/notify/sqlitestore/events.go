@@ -84,14 +84,8 @@ func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][
 // refused with notify.ErrInvalid.
 func (s *Store) ReadEvents(ctx context.Context, sessionID, streamID string, after int64, limit int) (_ []notify.Event, err error) {
 	defer wrap(&err, "sqlitestore: ReadEvents(%q, %q, %d, %d)", sessionID, streamID, after, limit)
-	if sessionID == "" {
-		return nil, invalid("empty session id")
-	}
-	if streamID == "" {
-		return nil, invalid("empty stream id")
-	}
-	if limit < 1 {
-		return nil, invalid("limit %d", limit)
+	if err := notify.CheckRead(sessionID, streamID, limit); err != nil {
+		return nil, err
 	}
 	rows, err := s.st.readEvents.QueryContext(ctx, sessionID, streamID, after, toNanos(s.now()), limit)
 	if err != nil {

@@ -18,24 +18,8 @@ import (
 // messageID is remembered per kind for Options.EventTTL.
 func (s *Store) ApplyRegistry(ctx context.Context, kind, op string, items map[string]json.RawMessage, messageID string) (reg *notify.Registry, applied bool, err error) {
 	defer wrap(&err, "sqlitestore: ApplyRegistry(%q, %q, %q)", kind, op, messageID)
-	if !notify.ValidRegistry(kind) {
-		return nil, false, invalid("registry kind %q", kind)
-	}
-	switch op {
-	case notify.OpPut, notify.OpReplace, notify.OpDelete:
-	default:
-		return nil, false, invalid("registry op %q", op)
-	}
-	if messageID == "" {
-		return nil, false, invalid("empty message id")
-	}
-	for k, v := range items {
-		if k == "" {
-			return nil, false, invalid("empty item key")
-		}
-		if op != notify.OpDelete && !json.Valid(v) {
-			return nil, false, invalid("item %q is not valid JSON", k)
-		}
+	if err := notify.CheckRegistryChange(kind, op, items, messageID); err != nil {
+		return nil, false, err
 	}
 
 	now := s.now()

@@ -67,11 +67,8 @@ func (s *Store) AppendTopicEvent(ctx context.Context, topic, messageID string, r
 // is refused with notify.ErrInvalid.
 func (s *Store) ReadTopicEvents(ctx context.Context, topic string, after int64, limit int) (_ []notify.TopicEvent, err error) {
 	defer wrap(&err, "sqlitestore: ReadTopicEvents(%q, %d, %d)", topic, after, limit)
-	if topic == "" {
-		return nil, invalid("empty topic")
-	}
-	if limit < 1 {
-		return nil, invalid("limit %d", limit)
+	if err := notify.CheckTopicRead(topic, limit); err != nil {
+		return nil, err
 	}
 	rows, err := s.st.readTopicEvents.QueryContext(ctx, topic, after, toNanos(s.now()), limit)
 	if err != nil {

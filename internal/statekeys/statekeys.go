@@ -1,0 +1,50 @@
+// Package statekeys loads the keys that sign the requestState of 2026-era
+// multi round-trip requests (mcp.ServerOptions.StateKeys) from AWS Secrets
+// Manager: the secret's AWSCURRENT version signs, and its AWSPREVIOUS
+// version, when there is one, still verifies. Rotating the secret (a new
+// value, which moves the old one to AWSPREVIOUS) therefore never breaks a
+// request in flight: sandboxes that started before the rotation verify
+// what new ones sign, and the other way round. The mcp function reads the
+// secret once per cold start (template.yaml generates it at deploy time).
+package statekeys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+	"github.com/mcpush/mcpush/pkg/mcp"
+)
+
+// SecretsClient is the one Secrets Manager call Load makes;
+// *secretsmanager.Client implements it.
+type SecretsClient interface {
+	GetSecretValue(ctx context.Context, in *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
+}
+
+// Load returns the keys of secret secretID (a name or ARN): the current
+// value first, then the previous one if the secret has one. A value may
+// itself list keys separated by commas (see mcp.ParseStateKeys).
+func Load(ctx context.Context, c SecretsClient, secretID string) (keys [][]byte, err error) {
+	for _, stage := range []string{"AWSCURRENT", "AWSPREVIOUS"} {
+		out, err := c.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(secretID), VersionStage: aws.String(stage)})
+		var notFound *smtypes.ResourceNotFoundException
+		switch {
+		case err != nil && stage == "AWSPREVIOUS" && errors.As(err, &notFound):
+			continue // never rotated
+		case err != nil:
+			return nil, fmt.Errorf("reading secret %s (%s): %w", secretID, stage, err)
+		case out.SecretString == nil:
+			return nil, fmt.Errorf("secret %s (%s) has no string value", secretID, stage)
+		}
+		ks, err := mcp.ParseStateKeys(*out.SecretString)
+		if err != nil {
+			return nil, fmt.Errorf("secret %s (%s): %w", secretID, stage, err)
+		}
+		keys = append(keys, ks...)
+	}
+	return keys, nil
+}

@@ -1,0 +1,378 @@
+package mcp
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// This file is the client's 2026-07-28 era: no initialize and no session;
+// every request carries the protocol version, the client's capabilities
+// and identity in _meta (and Mcp-Method / Mcp-Name headers); the server is
+// discovered with server/discover; notifications come on a
+// subscriptions/listen stream; and a result with resultType
+// "input_required" is answered by the same handlers that answer 2025-era
+// server-to-client requests, then the request is sent again.
+
+// ClientMode selects the protocol era a client speaks.
+type ClientMode string
+
+// Client modes.
+const (
+	// ClientMode2025 speaks the session-based era: initialize, the
+	// standalone GET stream, resources/subscribe. The default.
+	ClientMode2025 ClientMode = ""
+	// ClientMode2026 speaks the stateless 2026-07-28 era: server/discover,
+	// per-request _meta, subscriptions/listen, multi round-trip requests.
+	ClientMode2026 ClientMode = "2026"
+	// ClientModeAuto tries the 2026-07-28 era with server/discover and
+	// falls back to initialize when the server answers with an HTTP 4xx or
+	// a JSON-RPC error, or does not list 2026-07-28 (a network error or a
+	// 5xx fails Connect instead).
+	ClientModeAuto ClientMode = "auto"
+)
+
+// clientStatelessVersion is the protocol version of the 2026 era.
+const clientStatelessVersion = "2026-07-28"
+
+// The _meta keys of 2026-era requests and results.
+const (
+	clientMetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	clientMetaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	clientMetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	clientMetaLogLevel           = "io.modelcontextprotocol/logLevel"
+	clientMetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+)
+
+// maxInputRounds bounds the input_required rounds of one request.
+const maxInputRounds = 10
+
+// errNotModern reports a server/discover answer without 2026-07-28.
+var errNotModern = errors.New("the server does not list protocol version " + clientStatelessVersion)
+
+func (cs *ClientSession) isModern() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.modern
+}
+
+// connect runs the handshake the client's mode asks for.
+func (cs *ClientSession) connect(ctx context.Context) error {
+	switch cs.c.opts.Mode {
+	case ClientMode2026:
+		return cs.discover(ctx)
+	case ClientModeAuto:
+		err := cs.discover(ctx)
+		if err == nil || !legacyAnswer(err) {
+			return err
+		}
+		cs.c.log.Info("mcp client: the server does not speak "+clientStatelessVersion+"; falling back to initialize", "url", cs.url, "err", err)
+		return cs.initialize(ctx)
+	default:
+		return cs.initialize(ctx)
+	}
+}
+
+// legacyAnswer reports whether err is the answer of a server that does not
+// speak the 2026 era (rather than a failure to reach it).
+func legacyAnswer(err error) bool {
+	var he *HTTPError
+	var re *Error
+	switch {
+	case errors.Is(err, errNotModern), errors.As(err, &re):
+		return true
+	case errors.As(err, &he):
+		return he.Status >= 400 && he.Status < 500
+	}
+	return false
+}
+
+// discover asks the server for its versions, capabilities and identity
+// (server/discover) and, if it speaks 2026-07-28, makes this session
+// stateless.
+func (cs *ClientSession) discover(ctx context.Context) error {
+	cs.mu.Lock()
+	cs.modern, cs.id, cs.init = true, "", nil
+	cs.mu.Unlock()
+	var res struct {
+		SupportedVersions []string                   `json:"supportedVersions"`
+		Capabilities      *ServerCapabilities        `json:"capabilities"`
+		Instructions      string                     `json:"instructions"`
+		ServerInfo        *Implementation            `json:"serverInfo"`
+		Meta              map[string]json.RawMessage `json:"_meta"`
+	}
+	_, err := cs.roundTrip(ctx, "server/discover", struct{}{}, &res, nil)
+	if err == nil && !slices.Contains(res.SupportedVersions, clientStatelessVersion) {
+		err = fmt.Errorf("%w (it lists %q)", errNotModern, res.SupportedVersions)
+	}
+	if err != nil {
+		cs.mu.Lock()
+		cs.modern = false
+		cs.mu.Unlock()
+		return fmt.Errorf("mcp: server/discover %s: %w", cs.url, err)
+	}
+	if res.ServerInfo == nil {
+		if raw, ok := res.Meta[clientMetaServerInfo]; ok {
+			json.Unmarshal(raw, &res.ServerInfo)
+		}
+	}
+	if res.Capabilities == nil {
+		res.Capabilities = &ServerCapabilities{}
+	}
+	cs.mu.Lock()
+	cs.init = &InitializeResult{ProtocolVersion: clientStatelessVersion, Capabilities: res.Capabilities, ServerInfo: res.ServerInfo, Instructions: res.Instructions}
+	cs.mu.Unlock()
+	if !cs.c.opts.NoStandaloneStream {
+		cs.startListen()
+	}
+	return nil
+}
+
+// modernRequest adds the 2026 _meta to params and returns the headers the
+// request needs.
+func (cs *ClientSession) modernRequest(method string, p json.RawMessage) (json.RawMessage, http.Header, error) {
+	info, err := json.Marshal(cs.c.impl)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs.mu.Lock()
+	level := cs.level
+	cs.mu.Unlock()
+	meta := [][2]string{
+		{clientMetaProtocolVersion, strconv.Quote(clientStatelessVersion)},
+		{clientMetaClientCapabilities, string(cs.c.capabilities())},
+		{clientMetaClientInfo, string(info)},
+	}
+	if level != "" {
+		meta = append(meta, [2]string{clientMetaLogLevel, strconv.Quote(string(level))})
+	}
+	if len(p) == 0 || string(p) == "null" {
+		p = json.RawMessage("{}")
+	}
+	for _, kv := range meta {
+		if p, err = withMeta(p, kv[0], kv[1]); err != nil {
+			return nil, nil, err
+		}
+	}
+	h := http.Header{}
+	h.Set("Mcp-Method", method)
+	var named struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	json.Unmarshal(p, &named)
+	switch method {
+	case "tools/call", "prompts/get":
+		h.Set("Mcp-Name", headerValue(named.Name))
+	case "resources/read":
+		h.Set("Mcp-Name", headerValue(named.URI))
+	}
+	return p, h, nil
+}
+
+// headerValue returns s as is if it can be a header value, otherwise
+// base64-encoded in the =?base64?...?= form.
+func headerValue(s string) string {
+	plain := true
+	for _, r := range s {
+		if r < 0x20 || r > 0x7e {
+			plain = false
+			break
+		}
+	}
+	if plain && !(len(s) >= 11 && s[:9] == "=?base64?" && s[len(s)-2:] == "?=") {
+		return s
+	}
+	return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?="
+}
+
+// inputRequiredError is a 2026 result with resultType "input_required":
+// the server needs answers to its input requests before it can finish.
+type inputRequiredError struct {
+	requests map[string]struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	state string
+}
+
+func (e *inputRequiredError) Error() string {
+	return fmt.Sprintf("mcp: the server needs input (%d requests)", len(e.requests))
+}
+
+// inputRequired returns the input requests of a result that needs them,
+// or nil.
+func inputRequired(raw json.RawMessage) *inputRequiredError {
+	var r struct {
+		ResultType    string `json:"resultType"`
+		InputRequests map[string]struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		} `json:"inputRequests"`
+		RequestState string `json:"requestState"`
+	}
+	if json.Unmarshal(raw, &r) != nil || r.ResultType != "input_required" {
+		return nil
+	}
+	return &inputRequiredError{requests: r.InputRequests, state: r.RequestState}
+}
+
+// answerInput fulfils the input requests of ir with the registered
+// handlers and returns params for the retry: the original params with
+// inputResponses and the server's requestState.
+func (cs *ClientSession) answerInput(ctx context.Context, params any, ir *inputRequiredError) (json.RawMessage, error) {
+	responses := map[string]any{}
+	for id, req := range ir.requests {
+		res, err := cs.serveRequest(ctx, req.Method, req.Params)
+		if err != nil {
+			return nil, fmt.Errorf("answering the server's input request %q (%s): %w", id, req.Method, err)
+		}
+		responses[id] = res
+	}
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	obj := map[string]json.RawMessage{}
+	if len(p) > 0 && string(p) != "null" {
+		if err := json.Unmarshal(p, &obj); err != nil {
+			return nil, err
+		}
+	}
+	rb, err := json.Marshal(responses)
+	if err != nil {
+		return nil, err
+	}
+	obj["inputResponses"] = rb
+	delete(obj, "requestState")
+	if ir.state != "" {
+		obj["requestState"] = json.RawMessage(strconv.Quote(ir.state))
+	}
+	return json.Marshal(obj)
+}
+
+// listenParams are the params of subscriptions/listen: every list_changed
+// and the subscribed resources.
+func (cs *ClientSession) listenParams() any {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	type notifications struct {
+		ToolsListChanged      bool     `json:"toolsListChanged"`
+		PromptsListChanged    bool     `json:"promptsListChanged"`
+		ResourcesListChanged  bool     `json:"resourcesListChanged"`
+		ResourceSubscriptions []string `json:"resourceSubscriptions"`
+	}
+	return map[string]any{"notifications": notifications{true, true, true, append([]string{}, cs.subs...)}}
+}
+
+// startListen (re)opens the subscriptions/listen stream with the current
+// subscriptions. The previous stream stays open until the server has
+// acknowledged the new one, so that no notification falls between the
+// two (one may come on both). The returned channel is closed on that
+// acknowledgement.
+func (cs *ClientSession) startListen() <-chan struct{} {
+	ack := make(chan struct{})
+	ctx, stop := context.WithCancel(cs.ctx)
+	cs.mu.Lock()
+	old := cs.getStop
+	cs.getStop = stop
+	cs.mu.Unlock()
+	stopOld := sync.OnceFunc(func() {
+		if old != nil {
+			old()
+		}
+	})
+	if !cs.goSession(func() { defer stopOld(); cs.listenLoop(ctx, ack, stopOld) }) {
+		stop()
+		stopOld()
+	}
+	return ack
+}
+
+// listenLoop keeps a subscriptions/listen stream open: when the server
+// ends it (a deadline) or the connection drops, it opens a new one after
+// the delay. What was sent between two streams is not replayed. acked
+// runs on the first acknowledgement.
+func (cs *ClientSession) listenLoop(ctx context.Context, ack chan struct{}, onAck func()) {
+	failures := 0
+	acked := false
+	for ctx.Err() == nil {
+		st := &streamState{onMessage: func(m *Message) {
+			if m.Method == "notifications/subscriptions/acknowledged" && !acked {
+				acked = true
+				close(ack)
+				onAck()
+			}
+		}}
+		if err := cs.listenOnce(ctx, st); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			cs.c.log.Debug("mcp client: subscriptions/listen failed; retrying", "err", err, "failures", failures)
+		} else {
+			failures = 0
+		}
+		if sleepCtx(ctx, cs.backoff(st.retry, failures)) != nil {
+			return
+		}
+	}
+}
+
+// listenOnce runs one subscriptions/listen request until its stream ends.
+func (cs *ClientSession) listenOnce(ctx context.Context, st *streamState) error {
+	p, err := json.Marshal(cs.listenParams())
+	if err != nil {
+		return err
+	}
+	p, extra, err := cs.modernRequest("subscriptions/listen", p)
+	if err != nil {
+		return err
+	}
+	id := json.RawMessage(strconv.FormatInt(cs.nextID.Add(1), 10))
+	body, err := json.Marshal(&Message{JSONRPC: "2.0", ID: id, Method: "subscriptions/listen", Params: p})
+	if err != nil {
+		return err
+	}
+	resp, err := cs.post(ctx, "", body, extra)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		return fmt.Errorf("subscriptions/listen answered %s: %s", resp.Header.Get("Content-Type"), b)
+	}
+	start := time.Now()
+	m, err := cs.readStream(resp.Body, canonicalID(id), st)
+	if m != nil && m.Error != nil {
+		return m.Error
+	}
+	if err == nil && time.Since(start) < time.Second && st.retry == 0 && m == nil {
+		return errors.New("subscriptions/listen stream ended at once")
+	}
+	return err
+}
+
+// resubscribe reopens the listen stream with the current subscriptions
+// and waits for the server's acknowledgement.
+func (cs *ClientSession) resubscribe(ctx context.Context) error {
+	if cs.c.opts.NoStandaloneStream {
+		return nil
+	}
+	select {
+	case <-cs.startListen():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,78 @@
+package mcp_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/mcpush/mcpush/internal/testutil"
+	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+)
+
+// throttledStore is a real store whose GetSession fails, while failing is
+// set, the way a throttled DynamoDB read does.
+type throttledStore struct {
+	notify.Store
+	failing atomic.Bool
+}
+
+var errThrottled = errors.New("ProvisionedThroughputExceededException: rate of requests exceeds the allowed throughput")
+
+func (s *throttledStore) GetSession(ctx context.Context, id string) (*notify.Session, error) {
+	if s.failing.Load() {
+		return nil, errThrottled
+	}
+	return s.Store.GetSession(ctx, id)
+}
+
+// TestStoreFailureStatus checks the one mapping of store errors to HTTP: a
+// session that is gone is 404; a store that fails to read one is 503 with
+// Retry-After (the client keeps its session and retries), on POST, GET and
+// DELETE alike.
+func TestStoreFailureStatus(t *testing.T) {
+	real, err := sqlitestore.New(filepath.Join(t.TempDir(), "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close()
+	store := &throttledStore{Store: real}
+	h := mcp.NewStreamableHandler(mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, nil), nil)
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	defer h.Close()
+	id := initialize(t, ts.URL, "2025-11-25")
+
+	do := func(method, session string) *http.Response {
+		req, _ := http.NewRequest(method, ts.URL, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	store.failing.Store(true)
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		if resp := do(m, id); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s with a throttled store: HTTP %d (Retry-After %q), want 503 with Retry-After", m, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if resp, _ := testutil.PostRead(t, nil, ts.URL, id, `{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("POST with a throttled store: HTTP %d, want 503", resp.StatusCode)
+	}
+	store.failing.Store(false)
+	if resp, _ := testutil.PostRead(t, nil, ts.URL, id, `{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != http.StatusOK {
+		t.Errorf("the session after the store recovered: HTTP %d, want 200", resp.StatusCode)
+	}
+	if resp := do(http.MethodGet, "no-such-session-0123456789abcdef"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET of an unknown session: HTTP %d, want 404", resp.StatusCode)
+	}
+}

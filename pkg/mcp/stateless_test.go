@@ -1,0 +1,462 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/internal/testutil"
+	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+)
+
+const v2026 = mcp.ProtocolVersion2026
+
+// statelessProc is one "process" of a 2026-era test deployment: its own
+// Server, store handle and HTTP server on a shared SQLite file.
+type statelessProc struct {
+	url   string
+	store notify.Store
+	h     *mcp.StreamableHandler
+}
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// newStatelessProc starts a process on dbPath with the given requestState
+// keys and clock (nil: real time). Its tools: "ask" asks for a name
+// (elicitation) with signed state and greets; "echo" echoes.
+func newStatelessProc(t *testing.T, dbPath string, keys []string, now func() time.Time) *statelessProc {
+	t.Helper()
+	store, err := sqlitestore.New(dbPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := &mcp.ServerOptions{PollInterval: 20 * time.Millisecond, RegistryRefresh: 20 * time.Millisecond, DynamicRegistries: true, Now: now}
+	for _, k := range keys {
+		so.StateKeys = append(so.StateKeys, []byte(k))
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, store, so)
+	srv.AddTool(&mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		ask := map[string]*mcp.InputRequest{"name": {Method: "elicitation/create", Params: &mcp.ElicitParams{Message: "Name?", RequestedSchema: map[string]any{"type": "object"}}}}
+		if string(req.State) != "asked" {
+			return nil, &mcp.InputRequired{Requests: ask, State: []byte("asked")}
+		}
+		var r mcp.ElicitResult
+		if err := json.Unmarshal(req.InputResponses["name"], &r); err != nil {
+			return nil, &mcp.InputRequired{Requests: ask, State: []byte("asked")}
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("hello %v", r.Content["name"])}}}, nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		req.Session.Log(ctx, "info", "", "echoing")
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
+	})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, KeepAlive: time.Hour})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { h.Close(); ts.Close(); store.Close() })
+	return &statelessProc{url: ts.URL, store: store, h: h}
+}
+
+// meta2026 is a 2026-era _meta with the given capabilities.
+func meta2026(caps string) string {
+	return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v2026 + `","io.modelcontextprotocol/clientCapabilities":` + caps + `}`
+}
+
+// headers2026 are the headers a well-behaved 2026 client sends.
+func headers2026(method, name string) []string {
+	h := []string{"Mcp-Protocol-Version", v2026, "Mcp-Method", method}
+	if name != "" {
+		h = append(h, "Mcp-Name", name)
+	}
+	return h
+}
+
+// rpcReply is a decoded JSON-RPC response.
+type rpcReply struct {
+	ID     json.RawMessage `json:"id"`
+	Result map[string]any  `json:"result"`
+	Error  *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+func call2026(t *testing.T, url, body string, hdr ...string) (int, *rpcReply) {
+	t.Helper()
+	resp, b := testutil.PostRead(t, nil, url, "", body, hdr...)
+	var r rpcReply
+	text := string(b)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// The response is the last data line.
+		lines := strings.Split(strings.TrimSpace(text), "\n")
+		text = strings.TrimPrefix(lines[len(lines)-1], "data: ")
+	}
+	if text != "" {
+		if err := json.Unmarshal([]byte(text), &r); err != nil {
+			t.Fatalf("response %q: %v", b, err)
+		}
+	}
+	return resp.StatusCode, &r
+}
+
+func TestStatelessBadInput(t *testing.T) {
+	dir := t.TempDir()
+	p := newStatelessProc(t, filepath.Join(dir, "db"), []string{"test-key-0123456789abcdef0123456789"}, nil)
+	c := &cluster{dbPath: filepath.Join(dir, "db")}
+	listCall := `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{` + meta2026(`{}`) + `}}`
+	echoCall := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{},` + meta2026(`{}`) + `}}`
+	tests := []struct {
+		name       string
+		body       string
+		hdr        []string
+		wantStatus int
+		wantCode   int
+		wantIn     string // in the error message or data
+	}{
+		{"no version header", listCall, []string{"Mcp-Method", "tools/list"}, 400, mcp.CodeHeaderMismatch, "MCP-Protocol-Version header is required"},
+		{"header contradicts _meta", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			headers2026("tools/list", ""), 400, mcp.CodeHeaderMismatch, "differs from _meta"},
+		{"unknown version", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+			[]string{"Mcp-Protocol-Version", "2099-01-01", "Mcp-Method", "tools/list"}, 400, mcp.CodeUnsupportedProtocolVersion, `"supported":["2026-07-28","2025-11-25"`},
+		{"no _meta", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`, headers2026("tools/list", ""), 400, mcp.CodeInvalidParams, "clientCapabilities"},
+		{"no Mcp-Method", listCall, []string{"Mcp-Protocol-Version", v2026}, 400, mcp.CodeHeaderMismatch, "Mcp-Method header is required"},
+		{"Mcp-Method contradicts body", listCall, headers2026("prompts/list", ""), 400, mcp.CodeHeaderMismatch, "differs from the body's method"},
+		{"no Mcp-Name", echoCall, headers2026("tools/call", ""), 400, mcp.CodeHeaderMismatch, "needs the Mcp-Name header"},
+		{"Mcp-Name contradicts body", echoCall, headers2026("tools/call", "ask"), 400, mcp.CodeHeaderMismatch, "Mcp-Name differs"},
+		{"unknown method", `{"jsonrpc":"2.0","id":7,"method":"nope/nope","params":{` + meta2026(`{}`) + `}}`, headers2026("nope/nope", ""), 404, mcp.CodeMethodNotFound, "nope/nope"},
+		{"removed method", `{"jsonrpc":"2.0","id":7,"method":"resources/subscribe","params":{"uri":"x://y",` + meta2026(`{}`) + `}}`, headers2026("resources/subscribe", ""), 404, mcp.CodeMethodNotFound, "removed"},
+		{"batch", `[` + listCall + `]`, headers2026("tools/list", ""), 400, mcp.CodeInvalidRequest, "batches"},
+		{"listen filter names an unknown type", `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"everything":true},` + meta2026(`{}`) + `}}`,
+			headers2026("subscriptions/listen", ""), 200, mcp.CodeInvalidParams, `unknown field "everything"`},
+		{"listen without a filter", `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{` + meta2026(`{}`) + `}}`,
+			headers2026("subscriptions/listen", ""), 200, mcp.CodeInvalidParams, "needs a notifications object"},
+		{"listen to too many resources", `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[` + strings.Repeat(`"a://b",`, mcp.MaxListenSubscriptions) + `"a://c"]},` + meta2026(`{}`) + `}}`,
+			headers2026("subscriptions/listen", ""), 200, mcp.CodeInvalidParams, "at most"},
+		{"forged requestState", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask","requestState":"eyJ2IjoxfQ.AAAA","inputResponses":{"name":{"action":"accept","content":{"name":"x"}}},` + meta2026(`{"elicitation":{}}`) + `}}`,
+			headers2026("tools/call", "ask"), 200, mcp.CodeInvalidParams, "signature does not verify"},
+		{"malformed requestState", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask","requestState":"garbage",` + meta2026(`{"elicitation":{}}`) + `}}`,
+			headers2026("tools/call", "ask"), 200, mcp.CodeInvalidParams, "malformed"},
+		{"inputResponses not an object", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask","inputResponses":{"name":5},` + meta2026(`{"elicitation":{}}`) + `}}`,
+			headers2026("tools/call", "ask"), 200, mcp.CodeInvalidParams, "must be an object"},
+		{"input request for an undeclared capability", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask",` + meta2026(`{}`) + `}}`,
+			headers2026("tools/call", "ask"), 400, mcp.CodeMissingRequiredClientCapability, `"requiredCapabilities":{"elicitation":{}}`},
+	}
+	before := c.rowCount(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, r := call2026(t, p.url, tt.body, tt.hdr...)
+			if status != tt.wantStatus || r.Error == nil || r.Error.Code != tt.wantCode {
+				t.Fatalf("got HTTP %d, reply %+v; want HTTP %d with code %d", status, r, tt.wantStatus, tt.wantCode)
+			}
+			if msg := r.Error.Message + " " + string(r.Error.Data); !strings.Contains(msg, tt.wantIn) {
+				t.Errorf("error %q lacks %q", msg, tt.wantIn)
+			}
+			if tt.body[0] == '{' && string(r.ID) != "7" && string(r.ID) != "8" {
+				t.Errorf("error id %s, want the request's", r.ID)
+			}
+		})
+	}
+	for _, m := range []string{http.MethodGet, http.MethodDelete} {
+		req, _ := http.NewRequest(m, p.url, nil)
+		req.Header.Set("Mcp-Protocol-Version", v2026)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s in the 2026 era: HTTP %d, want 405", m, resp.StatusCode)
+		}
+	}
+	if after := c.rowCount(t); after != before {
+		t.Errorf("bad input changed the store: %d rows before, %d after", before, after)
+	}
+}
+
+func TestStatelessResults(t *testing.T) {
+	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), nil, nil)
+	status, r := call2026(t, p.url, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta2026(`{}`)+`}}`, headers2026("server/discover", "")...)
+	if status != 200 || r.Error != nil {
+		t.Fatalf("discover: HTTP %d %+v", status, r)
+	}
+	want := map[string]any{"resultType": "complete", "ttlMs": float64(0), "cacheScope": "private",
+		"supportedVersions": []any{"2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"},
+		"_meta":             map[string]any{"io.modelcontextprotocol/serverInfo": map[string]any{"name": "test", "version": "1"}}}
+	got := map[string]any{}
+	for k := range want {
+		got[k] = r.Result[k]
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("discover result (-want +got):\n%s", diff)
+	}
+	status, r = call2026(t, p.url, `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+meta2026(`{}`)+`}}`, headers2026("tools/list", "")...)
+	if status != 200 || r.Result["resultType"] != "complete" || r.Result["ttlMs"] != float64(0) || r.Result["cacheScope"] != "private" {
+		t.Errorf("tools/list: HTTP %d %+v, want resultType, ttlMs and cacheScope", status, r)
+	}
+	// No notifications/message without a logLevel, and some with one.
+	for _, tt := range []struct {
+		meta    string
+		wantLog bool
+	}{
+		{meta2026(`{}`), false},
+		{`"_meta":{"io.modelcontextprotocol/protocolVersion":"` + v2026 + `","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"debug"}`, true},
+	} {
+		_, b := testutil.PostRead(t, nil, p.url, "", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{},`+tt.meta+`}}`, headers2026("tools/call", "echo")...)
+		if got := strings.Contains(string(b), "notifications/message"); got != tt.wantLog {
+			t.Errorf("meta %s: log sent %v, want %v:\n%s", tt.meta, got, tt.wantLog, b)
+		}
+	}
+	status, r = call2026(t, p.url, `{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"nope://x",`+meta2026(`{}`)+`}}`, headers2026("resources/read", "nope://x")...)
+	if status != 200 || r.Error == nil || r.Error.Code != mcp.CodeInvalidParams || !strings.Contains(string(r.Error.Data), "nope://x") {
+		t.Errorf("unknown resource: HTTP %d %+v, want -32602 naming the uri", status, r)
+	}
+}
+
+// mrtrAsk is the first attempt of the "ask" tool.
+const mrtrAsk = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask","arguments":{},` + `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`
+
+func mrtrRetry(state string) string {
+	return `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask","arguments":{},"requestState":` + fmt.Sprintf("%q", state) +
+		`,"inputResponses":{"name":{"action":"accept","content":{"name":"Ada"}}},` + meta2026(`{"elicitation":{}}`) + `}}`
+}
+
+// askState runs the first attempt on url and returns its requestState.
+func askState(t *testing.T, url string) string {
+	t.Helper()
+	status, r := call2026(t, url, mrtrAsk, headers2026("tools/call", "ask")...)
+	state, _ := r.Result["requestState"].(string)
+	if status != 200 || r.Result["resultType"] != "input_required" || state == "" || r.Result["inputRequests"] == nil {
+		t.Fatalf("first attempt: HTTP %d %+v, want input_required with inputRequests and requestState", status, r)
+	}
+	return state
+}
+
+func TestMRTRAcrossProcessesAndKeyRotation(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "db")
+	const oldKey, newKey = "old-key-0123456789abcdef0123456789", "new-key-0123456789abcdef0123456789"
+	clock := &fakeClock{now: time.Date(2026, 8, 1, 12, 0, 0, 0, time.UTC)}
+	a := newStatelessProc(t, db, []string{oldKey}, clock.Now)         // before rotation
+	b := newStatelessProc(t, db, []string{newKey, oldKey}, clock.Now) // during: new signs, old verifies
+	c := newStatelessProc(t, db, []string{newKey}, clock.Now)         // after: old retired
+
+	greet := func(url, state string) (int, *rpcReply) {
+		return call2026(t, url, mrtrRetry(state), headers2026("tools/call", "ask")...)
+	}
+	// Issued by one process, completed by another.
+	state := askState(t, a.url)
+	if status, r := greet(b.url, state); status != 200 || r.Error != nil || !strings.Contains(fmt.Sprint(r.Result["content"]), "hello Ada") {
+		t.Fatalf("retry on another process: HTTP %d %+v, want the greeting", status, r)
+	}
+	// A state signed with the retired key is rejected.
+	if _, r := greet(c.url, state); r.Error == nil || r.Error.Code != mcp.CodeInvalidParams || !strings.Contains(r.Error.Message, "signature") {
+		t.Errorf("retired key: %+v, want invalid params (signature)", r)
+	}
+	// Tampered: one changed byte of the payload.
+	payload, sig, _ := strings.Cut(askState(t, b.url), ".")
+	raw, _ := base64.RawURLEncoding.DecodeString(payload)
+	tampered := base64.RawURLEncoding.EncodeToString([]byte(strings.Replace(string(raw), `"m":"tools/call"`, `"m":"tools/calm"`, 1))) + "." + sig
+	if _, r := greet(c.url, tampered); r.Error == nil || r.Error.Code != mcp.CodeInvalidParams {
+		t.Errorf("tampered state: %+v, want invalid params", r)
+	}
+	// Expired: valid until StateTTL (10 minutes by default).
+	state = askState(t, c.url)
+	clock.Add(11 * time.Minute)
+	if _, r := greet(c.url, state); r.Error == nil || !strings.Contains(r.Error.Message, "expired") {
+		t.Errorf("expired state: %+v, want an expiry error", r)
+	}
+	// Bound to its request: not valid for another tool.
+	state = askState(t, c.url)
+	body := strings.Replace(mrtrRetry(state), `"name":"ask"`, `"name":"echo"`, 1)
+	if _, r := call2026(t, c.url, body, headers2026("tools/call", "echo")...); r.Error == nil || !strings.Contains(r.Error.Message, "another request") {
+		t.Errorf("state of another tool: %+v, want a mismatch error", r)
+	}
+}
+
+// listenStream opens subscriptions/listen on url and returns its
+// decoded messages as they arrive.
+func listenStream(t *testing.T, ctx context.Context, url, filter string) <-chan map[string]any {
+	t.Helper()
+	return listenStreamID(t, ctx, url, "L1", filter)
+}
+
+// listenStreamID is listenStream with the listen request's id.
+func listenStreamID(t *testing.T, ctx context.Context, url, id, filter string) <-chan map[string]any {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":"` + id + `","method":"subscriptions/listen","params":{"notifications":` + filter + `,` + meta2026(`{}`) + `}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for h := headers2026("subscriptions/listen", ""); len(h) > 0; h = h[2:] {
+		req.Header.Set(h[0], h[1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan map[string]any, 100)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		readEvents(t, resp.Body, func(ev sseEvent) bool {
+			var m map[string]any
+			if json.Unmarshal([]byte(ev.data), &m) == nil {
+				out <- m
+			}
+			return false
+		})
+	}()
+	return out
+}
+
+func next(t *testing.T, ch <-chan map[string]any) map[string]any {
+	t.Helper()
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			t.Fatal("listen stream ended early")
+		}
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("no message on the listen stream within 10s")
+	}
+	return nil
+}
+
+func TestListenAcrossProcesses(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	a := newStatelessProc(t, db, nil, nil)
+	b := newStatelessProc(t, db, nil, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	tools := listenStream(t, ctx, a.url, `{"toolsListChanged":true,"resourceSubscriptions":["events://orders"]}`)
+	prompts := listenStream(t, ctx, a.url, `{"promptsListChanged":true}`)
+	for _, ch := range []<-chan map[string]any{tools, prompts} {
+		if m := next(t, ch); m["method"] != "notifications/subscriptions/acknowledged" {
+			t.Fatalf("first message %v, want the acknowledgement", m)
+		}
+	}
+	// A tools registry change written by another process (as sns-ingest
+	// would): one tools/list_changed on the tools stream, tagged; nothing
+	// on the prompts stream.
+	item := json.RawMessage(`{"name":"echo","description":"changed"}`)
+	if _, _, err := b.store.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"echo": item}, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	m := next(t, tools)
+	meta, _ := m["params"].(map[string]any)["_meta"].(map[string]any)
+	if m["method"] != "notifications/tools/list_changed" || meta["io.modelcontextprotocol/subscriptionId"] != "L1" {
+		t.Fatalf("got %v, want tools/list_changed tagged with subscription L1", m)
+	}
+	// The same content again is no change; a prompts change is one.
+	b.store.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"echo": item}, "m2")
+	b.store.ApplyRegistry(ctx, notify.RegistryPrompts, notify.OpPut, map[string]json.RawMessage{"p": json.RawMessage(`{"name":"p"}`)}, "m3")
+	if m := next(t, prompts); m["method"] != "notifications/prompts/list_changed" {
+		t.Fatalf("prompts stream got %v, want prompts/list_changed", m)
+	}
+	// Shutdown ends both with the empty listen result, and nothing else
+	// came on the tools stream meanwhile.
+	go a.h.Close()
+	if m := next(t, tools); m["id"] != "L1" || m["result"].(map[string]any)["resultType"] != "complete" {
+		t.Fatalf("tools stream got %v, want the empty listen result", m)
+	}
+}
+
+// TestListenEndsBeforeDeadline checks that a listen stream served under a
+// request deadline (a Lambda invocation's) ends with the empty listen
+// result StreamMargin before it: a stream cut off by the deadline would
+// end without one.
+func TestListenEndsBeforeDeadline(t *testing.T) {
+	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, &mcp.ServerOptions{DynamicRegistries: true, PollInterval: 20 * time.Millisecond})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{StreamMargin: time.Second})
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	}))
+	defer ts.Close()
+	defer h.Close()
+	msgs := listenStream(t, t.Context(), ts.URL, `{"toolsListChanged":true}`)
+	if m := next(t, msgs); m["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", m)
+	}
+	m := next(t, msgs)
+	res, _ := m["result"].(map[string]any)
+	meta, _ := res["_meta"].(map[string]any)
+	if m["id"] != "L1" || res["resultType"] != "complete" || meta["io.modelcontextprotocol/subscriptionId"] != "L1" {
+		t.Fatalf("got %v, want the empty listen result for L1", m)
+	}
+	if _, open := <-msgs; open {
+		t.Error("the stream went on after the listen result")
+	}
+}
+
+// TestListenCancelledAcrossProcesses checks that notifications/cancelled
+// for a listen request ends its stream, without a response, on the
+// process that serves it when another process receives the cancellation,
+// and that it ends no stream of another id.
+func TestListenCancelledAcrossProcesses(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	a := newStatelessProc(t, db, nil, nil)
+	b := newStatelessProc(t, db, nil, nil)
+	ctx := t.Context()
+	cancelled := listenStreamID(t, ctx, a.url, "C1", `{"toolsListChanged":true}`)
+	other := listenStreamID(t, ctx, a.url, "C2", `{"toolsListChanged":true}`)
+	for _, ch := range []<-chan map[string]any{cancelled, other} {
+		if m := next(t, ch); m["method"] != "notifications/subscriptions/acknowledged" {
+			t.Fatalf("first message %v, want the acknowledgement", m)
+		}
+	}
+	resp, _ := testutil.PostRead(t, nil, b.url, "", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"C1",`+meta2026(`{}`)+`}}`,
+		headers2026("notifications/cancelled", "")...)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled: HTTP %d, want 202", resp.StatusCode)
+	}
+	select {
+	case m, open := <-cancelled:
+		if open {
+			t.Fatalf("cancelled stream got %v, want its end without a response", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled listen stream is still open after 10s")
+	}
+	// The other stream still gets a change.
+	b.store.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"echo": json.RawMessage(`{"name":"echo","description":"x"}`)}, "c1")
+	if m := next(t, other); m["method"] != "notifications/tools/list_changed" {
+		t.Fatalf("other stream got %v, want tools/list_changed", m)
+	}
+}
