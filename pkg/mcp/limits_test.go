@@ -400,3 +400,56 @@ func TestStreamsPerSession(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestStatelessInFlightLimit (finding 5): 2026-era requests have no
+// session; the process's MaxInFlight bounds them (429), and a client that
+// leaves cancels its request and frees its place.
+func TestStatelessInFlightLimit(t *testing.T) {
+	c := newCluster(t, 1, func(o *mcp.ServerOptions) { o.Limits.MaxInFlight = 1 })
+	url := c.urls[0]
+	body := func(name string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + name + `","arguments":{},` + meta2026(`{}`) + `}}`
+	}
+	hdr := func(name string) [][2]string {
+		var out [][2]string
+		h := headers2026("tools/call", name)
+		for i := 0; i+1 < len(h); i += 2 {
+			out = append(out, [2]string{h[i], h[i+1]})
+		}
+		return out
+	}
+	ctx, leave := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body("block")))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for _, h := range hdr("block") {
+		req.Header.Set(h[0], h[1])
+	}
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	echo := rawCall{body: body("echo"), hdr: hdr("echo")}
+	wait := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			resp, b := echo.do(t, url)
+			if resp.StatusCode == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("a 2026 request kept getting %d %s, want %d", resp.StatusCode, b, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wait(http.StatusTooManyRequests)
+	leave()
+	<-errc
+	wait(http.StatusOK)
+}
