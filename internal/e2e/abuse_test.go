@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/mcpush/mcpush/internal/testenv"
+	_ "modernc.org/sqlite"
 )
 
 // Bounds of the abuse test: what three processes may use while and after
@@ -306,6 +308,37 @@ func TestAbuse(t *testing.T) {
 		if rss > abuseMaxRSS {
 			t.Errorf("process %d RSS %d MB, want at most %d MB", i, rss>>20, abuseMaxRSS>>20)
 		}
+	}
+	// What the abuse stored, row by row: no stray response or
+	// cancellation, bounded sessions and subscriptions.
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows := func(query string) int {
+		var n int
+		if err := db.QueryRow(query).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		return n
+	}
+	// The events_wait calls that ran 200 ms announced themselves
+	// (running/<id>, one tiny row each); nothing else may be there.
+	if n := rows(`SELECT count(*) FROM messages WHERE key NOT LIKE 'running/%'`); n != 0 {
+		t.Errorf("%d mailbox messages stored, want none (stray responses and unknown cancellations store nothing)", n)
+	}
+	if n := rows(`SELECT coalesce(sum(length(data)), 0) FROM messages`); n > 16*8 {
+		t.Errorf("the mailbox holds %d bytes, want at most a marker per abandoned call", n)
+	}
+	if n := rows(`SELECT count(*) FROM sessions`); n > 2+40+3*2 {
+		t.Errorf("%d sessions stored, want at most %d", n, 2+40+3*2)
+	}
+	if n := rows(`SELECT count(*) FROM subscriptions`); n > 1+100+workers {
+		t.Errorf("%d subscriptions stored, want at most %d", n, 1+100+workers)
+	}
+	if n := rows(`SELECT coalesce(sum(length(client_capabilities)), 0) FROM sessions`); n > 64<<10 {
+		t.Errorf("%d bytes of client capabilities stored, want little (big ones are refused)", n)
 	}
 	grown := fileSizes(dbPath, dbPath+"-wal") - storeBefore
 	t.Logf("store grew %.1f MB", float64(grown)/(1<<20))
