@@ -41,6 +41,18 @@ func (s *Server) checkSubscribe(ss *ServerSession, method, uri string) error {
 	return nil
 }
 
+// MaxNameBytes bounds the tool name of tools/call and the prompt name of
+// prompts/get (CodeInvalidParams beyond it).
+const MaxNameBytes = 256
+
+// checkName bounds a tool or prompt name.
+func checkName(method, name string) error {
+	if len(name) > MaxNameBytes {
+		return Errorf(CodeInvalidParams, "invalid params: %s name is %d bytes, limit %d", method, len(name), MaxNameBytes)
+	}
+	return nil
+}
+
 // checkPromptArguments bounds each argument of prompts/get.
 func (s *Server) checkPromptArguments(args map[string]string) error {
 	limit := s.opts.Limits.MaxPromptArgumentBytes

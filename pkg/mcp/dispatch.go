@@ -430,6 +430,9 @@ func (s *Server) callTool(ctx context.Context, ss *ServerSession, raw json.RawMe
 	if p == nil || p.Name == "" {
 		return nil, Errorf(CodeInvalidParams, "invalid params: tools/call needs a tool name")
 	}
+	if err := checkName("tools/call", p.Name); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	t := s.tools[p.Name]
 	s.mu.RUnlock()
@@ -577,6 +580,9 @@ func (s *Server) getPrompt(ctx context.Context, ss *ServerSession, raw json.RawM
 	}
 	if p == nil || p.Name == "" {
 		return nil, Errorf(CodeInvalidParams, "invalid params: prompts/get needs a name")
+	}
+	if err := checkName("prompts/get", p.Name); err != nil {
+		return nil, err
 	}
 	s.mu.RLock()
 	sp := s.prompts[p.Name]

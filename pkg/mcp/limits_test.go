@@ -94,7 +94,9 @@ func TestHardeningBadInput(t *testing.T) {
 		{"oversized id", rawCall{session: sid, body: `{"jsonrpc":"2.0","id":"` + strings.Repeat("i", mcp.MaxIDBytes) + `","method":"ping"}`}, 400, mcp.CodeInvalidRequest, `"id"`},
 		{"object requestId", rawCall{session: sid, body: `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":{"a":1}}}`}, 400, mcp.CodeInvalidParams, "requestId"},
 		{"nesting too deep", rawCall{session: sid, body: deep}, 400, mcp.CodeParseError, "nested"},
-		{"huge tool name", rawCall{session: sid, body: call(big)}, 200, mcp.CodeInvalidParams, "unknown tool"},
+		{"huge tool name", rawCall{session: sid, body: call(big)}, 200, mcp.CodeInvalidParams, "limit 256"},
+		{"huge prompt name", rawCall{session: sid, body: `{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"` + big + `"}}`}, 200, mcp.CodeInvalidParams, "limit 256"},
+		{"unknown long tool name", rawCall{session: sid, body: call(strings.Repeat("t", mcp.MaxNameBytes))}, 200, mcp.CodeInvalidParams, "unknown tool"},
 		// Finding 3.
 		{"object progressToken", rawCall{session: sid, body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"progressToken":{"a":1}}}}`}, 200, mcp.CodeInvalidParams, "progressToken"},
 		{"fractional progressToken", rawCall{session: sid, body: `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"progressToken":1.5}}}`}, 200, mcp.CodeInvalidParams, "progressToken"},
