@@ -37,6 +37,13 @@
 // notify/ingest), and tells each session, and each listen stream, of a
 // change exactly once.
 //
+// Everything a client controls is bounded before anything is stored
+// (ServerOptions.Limits, DefaultLimits): sizes of ids, names, progress
+// tokens, prompt arguments and renderings, subscriptions per session,
+// requests and streams in flight, and, counted in the store across
+// processes when it implements notify.RateCounter, each principal's
+// request rate and session creations (429 with Retry-After).
+//
 // Package serve runs a Server in AWS Lambda or as a local HTTP server;
 // package eventtools adds mcpush's event tools.
 //

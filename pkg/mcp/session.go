@@ -236,6 +236,11 @@ func (ss *ServerSession) call(ctx context.Context, method string, params, result
 	key := responseKey(id)
 	wake := ss.srv.local.waitFor(ss.ID(), key)
 	defer ss.srv.local.stopWaiting(ss.ID(), key)
+	// The pending marker tells every process that a response to id is
+	// awaited: a response to anything else is stored nowhere.
+	if _, err := ss.srv.store.PutMessage(ctx, ss.ID(), pendingKey(id), []byte("1")); err != nil {
+		return fmt.Errorf("%s: recording the request: %w", method, err)
+	}
 	if err := ss.send(ctx, msg); err != nil {
 		return fmt.Errorf("%s: sending request: %w", method, err)
 	}
@@ -274,6 +279,8 @@ const requestIDPrefix = "mcpush-"
 
 func responseKey(id json.RawMessage) string { return "response/" + canonicalID(id) }
 func cancelKey(id json.RawMessage) string   { return "cancel/" + canonicalID(id) }
+func pendingKey(id json.RawMessage) string  { return "pending/" + canonicalID(id) }
+func runningKey(id json.RawMessage) string  { return "running/" + canonicalID(id) }
 
 // call is one client request in flight on this process.
 type call struct {
@@ -351,13 +358,16 @@ func (l *localRegistry) removeCancel(sessionID, key string) {
 	l.mu.Unlock()
 }
 
-func (l *localRegistry) cancel(sessionID, key string) {
+// cancel cancels the request of key if it runs on this process, and
+// reports whether it does.
+func (l *localRegistry) cancel(sessionID, key string) bool {
 	l.mu.Lock()
 	cancel := l.cancels[sessionID+"|"+key]
 	l.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
+	return cancel != nil
 }
 
 // progressThrottle rate-limits the progress notifications of one request:

@@ -247,6 +247,12 @@ func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Reques
 		h.serveListen(w, r, ss, m)
 		return
 	}
+	// A 2026 request has no session: only the process's total bounds it.
+	if l := h.srv.opts.Limits; !h.inflight.acquire("", l.MaxInFlight, l.MaxInFlight) {
+		tooMany(w, "too many requests in flight on this server; retry later")
+		return
+	}
+	defer h.inflight.release("")
 	out := &statelessOut{sse: newSSEWriter(w), w: w}
 	resp := h.srv.runRequest(r.Context(), ss, m, out)
 	out.finish(resp)
