@@ -179,7 +179,7 @@ func (w *watcher) onMessage(ctx context.Context, cs *mcp.ClientSession, _ string
 // 2025 era the events themselves follow as notifications/message; the
 // 2026 era's listen stream carries only resources/updated.
 func (w *watcher) onUpdated(ctx context.Context, cs *mcp.ClientSession, _ string, params json.RawMessage) {
-	if cs.InitializeResult().ProtocolVersion < "2026" {
+	if init := cs.InitializeResult(); init == nil || init.ProtocolVersion < "2026" {
 		return
 	}
 	var p struct {
@@ -210,8 +210,8 @@ func (w *watcher) fill(ctx context.Context, cs *mcp.ClientSession, topic string,
 		if through > 0 && last >= through {
 			return
 		}
-		res, err := cs.CallTool(ctx, "events_recent", map[string]any{"topic": topic, "after": last, "limit": 100}, nil)
-		if err != nil || res.IsError {
+		res, err := w.recent(ctx, cs, topic, last)
+		if err != nil {
 			fmt.Fprintf(w.e.stderr, "mcpush: reading missed events of %s after %d: %v\n", topic, last, err)
 			return
 		}
@@ -232,6 +232,30 @@ func (w *watcher) fill(ctx context.Context, cs *mcp.ClientSession, topic string,
 		if !moved {
 			return
 		}
+	}
+}
+
+// recentAttempts bounds the attempts of one events_recent call; a server
+// process may be restarting (the first attempts then fail).
+const recentAttempts = 10
+
+// recent calls events_recent, retrying failures with a growing delay.
+func (w *watcher) recent(ctx context.Context, cs *mcp.ClientSession, topic string, after int64) (*mcp.CallToolResult, error) {
+	delay := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		res, err := cs.CallTool(ctx, "events_recent", map[string]any{"topic": topic, "after": after, "limit": 100}, nil)
+		if err == nil && res.IsError {
+			err = fmt.Errorf("events_recent: %v", res.Content)
+		}
+		if err == nil || attempt == recentAttempts || ctx.Err() != nil {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -54,6 +55,20 @@ func main() {
 type fixtures struct {
 	options  func(*mcp.ServerOptions)
 	register func(*mcp.Server, notify.Store)
+}
+
+// intEnv reads a positive integer from the environment; unset is 0 (the
+// default).
+func intEnv(name string) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive integer", name, v)
+	}
+	return n, nil
 }
 
 // run serves until a signal; in Lambda until the sandbox ends.
@@ -98,6 +113,28 @@ func run(logger *slog.Logger) error {
 		if *d.dst, err = serve.DurationEnv(os.Getenv, d.name); err != nil {
 			return err
 		}
+	}
+	for _, l := range []struct {
+		name string
+		dst  *int
+	}{
+		{"MCPUSH_MAX_CLIENT_INFO_BYTES", &opts.Limits.MaxClientInfoBytes},
+		{"MCPUSH_MAX_PROMPT_ARGUMENT_BYTES", &opts.Limits.MaxPromptArgumentBytes},
+		{"MCPUSH_MAX_PROMPT_BYTES", &opts.Limits.MaxPromptBytes},
+		{"MCPUSH_MAX_SUBSCRIPTION_URI_BYTES", &opts.Limits.MaxSubscriptionURIBytes},
+		{"MCPUSH_MAX_SUBSCRIPTIONS", &opts.Limits.MaxSubscriptions},
+		{"MCPUSH_MAX_INFLIGHT_PER_SESSION", &opts.Limits.MaxInFlightPerSession},
+		{"MCPUSH_MAX_INFLIGHT", &opts.Limits.MaxInFlight},
+		{"MCPUSH_MAX_STREAMS_PER_SESSION", &opts.Limits.MaxStreamsPerSession},
+		{"MCPUSH_MAX_REQUESTS_PER_MINUTE", &opts.Limits.MaxRequestsPerMinute},
+		{"MCPUSH_MAX_SESSIONS_PER_HOUR", &opts.Limits.MaxSessionsPerHour},
+	} {
+		if *l.dst, err = intEnv(l.name); err != nil {
+			return err
+		}
+	}
+	if opts.Limits.BodyReadTimeout, err = serve.DurationEnv(os.Getenv, "MCPUSH_BODY_READ_TIMEOUT"); err != nil {
+		return err
 	}
 	switch keys, secret := os.Getenv("MCPUSH_STATE_KEYS"), os.Getenv("MCPUSH_STATE_KEYS_SECRET"); {
 	case keys != "" && secret != "":

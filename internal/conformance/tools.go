@@ -288,7 +288,7 @@ func sampling(ctx context.Context, req *mcp.CallToolRequest, in samplingArgs) (*
 		MaxTokens: 100,
 	})
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || isInputRequired(err) {
 			return nil, nil, err
 		}
 		return text("Sampling not supported or error: " + err.Error()), nil, nil
@@ -399,7 +399,7 @@ func elicitEnums(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolRe
 func elicit(ctx context.Context, req *mcp.CallToolRequest, p *mcp.ElicitParams, label string) (*mcp.CallToolResult, error) {
 	res, err := req.Session.Elicit(ctx, p)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || isInputRequired(err) {
 			return nil, err
 		}
 		return text("Elicitation not supported or error: " + err.Error()), nil
@@ -419,4 +419,11 @@ func jsonSchema2020(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToo
 		}
 	}
 	return text("JSON Schema 2020-12 tool called with: " + jsonText(args)), nil
+}
+
+// isInputRequired reports whether err asks a 2026-era client for input (a
+// multi round-trip request), which the handler must return as is.
+func isInputRequired(err error) bool {
+	var ir *mcp.InputRequired
+	return errors.As(err, &ir)
 }

@@ -61,7 +61,7 @@ func testCLIWatch(t *testing.T, protocol string) {
 	cli := testenv.BuildBinary(t, "./cmd/mcpush")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*interopWait)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, cli, "watch", "--protocol", protocol, "--json", "--topic", "w1", "--topic", "w2")
+	cmd := exec.CommandContext(ctx, cli, "-v", "watch", "--protocol", protocol, "--json", "--topic", "w1", "--topic", "w2")
 	cmd.Env = append(processEnv(), "MCPUSH_URL="+e.url, interopGORACE())
 	cmd.SysProcAttr = childProcAttr()
 	stdout, err := cmd.StdoutPipe()

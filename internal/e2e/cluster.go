@@ -174,6 +174,15 @@ func (c *Cluster) Addr(i int) string { return c.procs[i].addr }
 // URL returns the MCP endpoint of process i, http://ADDR/mcp.
 func (c *Cluster) URL(i int) string { return "http://" + c.procs[i].addr + "/mcp" }
 
+// PID returns the operating-system process id of process i (0 if it is
+// not running).
+func (c *Cluster) PID(i int) int {
+	if cmd := c.procs[i].cmd; cmd != nil && cmd.Process != nil {
+		return cmd.Process.Pid
+	}
+	return 0
+}
+
 // BaseURLs returns http://ADDR of every process, for a Proxy.
 func (c *Cluster) BaseURLs() []string {
 	urls := make([]string, len(c.procs))

@@ -260,6 +260,10 @@ func (b *tools) eventsWait(ctx context.Context, req *mcp.CallToolRequest, in Eve
 	if in.TimeoutSeconds < 0 {
 		return nil, EventsWaitOutput{}, fmt.Errorf("%w: timeoutSeconds must not be negative", errBadArgs)
 	}
+	if in.TimeoutSeconds > b.opts.MaxWait.Seconds() {
+		// Compared as seconds: a huge value would overflow a Duration.
+		return nil, EventsWaitOutput{}, fmt.Errorf("%w: timeoutSeconds must be at most %v", errBadArgs, b.opts.MaxWait.Seconds())
+	}
 	if in.TimeoutSeconds > 0 {
 		timeout = time.Duration(in.TimeoutSeconds * float64(time.Second))
 	}

@@ -148,6 +148,14 @@ func TestEventsTools(t *testing.T) {
 		t.Errorf("events_wait with nothing new = %+v, want timed out", waited)
 	}
 
+	// A timeout too large for a time.Duration is refused, not turned into
+	// an immediate timeout (issue 12, finding 10).
+	for _, secs := range []string{"1e10", "1e300", "3601"} {
+		if out, isErr, _ := e.call("events_wait", `{"topic":"orders","after":6,"timeoutSeconds":`+secs+`}`); !isErr {
+			t.Errorf("events_wait timeoutSeconds %s = %s, want an error result", secs, out)
+		}
+	}
+
 	var info eventtools.SessionInfoOutput
 	out, _, _ = e.call("session_info", `{}`)
 	json.Unmarshal(out, &info)

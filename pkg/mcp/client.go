@@ -41,12 +41,16 @@ func (e *HTTPError) Error() string {
 // one goroutine per session (seed 004). A handler that panics is recovered
 // and logged, and the next notification is handled as usual.
 //
-// A slow handler delays every later notification (and progress callback),
-// never drops it: notifications wait in an unbounded in-memory queue. Keep
-// handlers fast (in-memory updates, logging, a non-blocking send to a
-// goroutine of your own); do I/O elsewhere. A handler must not wait for a
-// call on the same session that needs a later notification to be handled
-// (CallTool waits until its progress callbacks have run).
+// The trade-off (seed 004 chose the same): dispatch is simple, ordered and
+// has no hidden concurrency, but a slow handler delays every later
+// notification and progress callback, never drops it: notifications wait
+// in an unbounded in-memory queue, which grows while a handler is slow,
+// and CallTool with a progress callback returns only after its callbacks
+// ran. Keep handlers fast (in-memory updates, logging, a non-blocking send
+// to a goroutine of your own) and do I/O, model calls and other slow work
+// elsewhere. A handler must not wait for a call on the same session that
+// needs a later notification to be handled (a CallTool with progress):
+// that deadlocks.
 type NotificationHandler func(ctx context.Context, cs *ClientSession, method string, params json.RawMessage)
 
 // ProgressFunc receives the progress notifications of one call, in order.

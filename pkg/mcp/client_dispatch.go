@@ -182,6 +182,8 @@ const (
 	relistResources
 )
 
+var relistNames = [...]string{relistTools: "tools", relistPrompts: "prompts", relistResources: "resources"}
+
 // relist is the state of one registry's re-listing: at most one re-list
 // in flight, and whether another was asked for meanwhile.
 type relist struct {
@@ -199,6 +201,7 @@ func (cs *ClientSession) listChanged(kind int) {
 	if r.inFlight {
 		r.pending = true
 		r.mu.Unlock()
+		cs.c.log.Debug("mcp client: a re-list is in flight; this list_changed coalesces into the next one", "registry", relistNames[kind])
 		return
 	}
 	r.inFlight = true

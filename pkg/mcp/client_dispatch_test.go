@@ -3,6 +3,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"strings"
@@ -68,3 +69,43 @@ func TestNotifyQueue(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestUndeclaredNotification: a notification the server declared no
+// capability for is handled anyway, and logged as a warning; a declared
+// one is not.
+func TestUndeclaredNotification(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(p)
+	}), nil))
+	c := NewClient(&Implementation{Name: "t", Version: "1"}, &ClientOptions{Logger: log})
+	var handled []string
+	c.AddNotificationHandler("", func(ctx context.Context, cs *ClientSession, method string, params json.RawMessage) {
+		handled = append(handled, method)
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cs := &ClientSession{c: c, ctx: ctx, queue: newNotifyQueue(log), progress: map[string]ProgressFunc{},
+		init: &InitializeResult{Capabilities: &ServerCapabilities{Logging: &struct{}{}}}}
+	for _, m := range []string{"notifications/message", "notifications/resources/updated", "notifications/prompts/list_changed"} {
+		cs.handleIncoming(&Message{JSONRPC: "2.0", Method: m, Params: json.RawMessage(`{"uri":"x://y","level":"info","data":1}`)})
+	}
+	cs.queue.close()
+	if want := []string{"notifications/message", "notifications/resources/updated", "notifications/prompts/list_changed"}; !slices.Equal(handled, want) {
+		t.Errorf("handled %q, want %q", handled, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	out := logs.String()
+	for _, m := range []string{"notifications/resources/updated", "notifications/prompts/list_changed"} {
+		if !strings.Contains(out, "did not declare the capability") || !strings.Contains(out, "method="+m) {
+			t.Errorf("no warning for %s:\n%s", m, out)
+		}
+	}
+	if strings.Contains(out, "method=notifications/message") {
+		t.Errorf("a warning for the declared logging capability:\n%s", out)
+	}
+}

@@ -21,6 +21,9 @@ func (s *Server) initialize(ctx context.Context, principal string, raw json.RawM
 	if p.ProtocolVersion == "" {
 		return nil, nil, Errorf(CodeInvalidParams, "invalid params: initialize needs protocolVersion")
 	}
+	if err := s.checkClientInfo(raw, p.Capabilities); err != nil {
+		return nil, nil, err
+	}
 	version := p.ProtocolVersion
 	if !supportedVersion(version) {
 		version = LatestProtocolVersion
@@ -74,15 +77,27 @@ func (s *Server) handleNotification(ctx context.Context, ss *ServerSession, m *M
 		return s.updateSession(ctx, ss, func(st *notify.Session) { st.Initialized = true })
 	case "notifications/cancelled":
 		p, err := decodeParams[CancelledParams](m.Params)
-		if err != nil || len(p.RequestID) == 0 {
-			return Errorf(CodeInvalidParams, "notifications/cancelled needs a requestId")
+		if err != nil || !validRequestID(p.RequestID) {
+			return Errorf(CodeInvalidParams, "notifications/cancelled needs a requestId: a string or a number of at most %d bytes", MaxIDBytes)
 		}
 		key := cancelKey(p.RequestID)
+		if s.local.cancel(ss.ID(), key) {
+			return nil // it runs here: nothing to tell other processes
+		}
+		// Another process may run it: it announced itself once it had run
+		// long enough to be worth cancelling. A cancellation of anything
+		// else (unknown, finished, or too young) is ignored, and stored
+		// nowhere.
+		if _, err := s.store.GetMessage(ctx, ss.ID(), runningKey(p.RequestID)); err != nil {
+			if errors.Is(err, notify.ErrNotFound) {
+				return nil
+			}
+			return err
+		}
 		stamp, _ := json.Marshal(s.opts.Now().UnixMilli())
 		if _, err := s.store.PutMessage(ctx, ss.ID(), key, stamp); err != nil {
 			return err
 		}
-		s.local.cancel(ss.ID(), key)
 	}
 	// Other notifications (roots/list_changed, progress, ...) need no action.
 	return nil
@@ -94,8 +109,16 @@ func (s *Server) handleResponse(ctx context.Context, ss *ServerSession, m *Messa
 	var id string
 	if json.Unmarshal(m.ID, &id) != nil || !strings.HasPrefix(id, requestIDPrefix) {
 		// Not an answer to any request of ours: nothing to store.
-		s.log.WarnContext(ctx, "response to an unknown request", "session", ss.ID(), "id", string(m.ID))
+		s.log.WarnContext(ctx, "response to an unknown request", "session", ss.ID(), "id", clipText(string(m.ID), 64))
 		return nil
+	}
+	if _, err := s.store.GetMessage(ctx, ss.ID(), pendingKey(m.ID)); err != nil {
+		if errors.Is(err, notify.ErrNotFound) {
+			// Looks like ours, but no process of this session sent it.
+			s.log.WarnContext(ctx, "response to a request never sent", "session", ss.ID(), "id", clipText(string(m.ID), 64))
+			return nil
+		}
+		return err
 	}
 	data, err := json.Marshal(m)
 	if err != nil {
@@ -148,15 +171,18 @@ func (s *Server) touch(ctx context.Context, ss *ServerSession) {
 // or nil when the client cancelled it.
 // Related messages (progress, logs, server-to-client requests) go to out.
 func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, out sink) []byte {
-	c := &call{sess: ss, id: m.ID, out: out}
+	c := &call{sess: ss, id: m.ID, out: out, method: m.Method}
 	if ss.stateless {
 		var err error
-		if c.inputResponses, c.state, err = s.readRetry(ss, m); err != nil {
+		if c.inputResponses, c.state, c.answers, err = s.readRetry(ss, m); err != nil {
 			return encodeResponse(m.ID, nil, err.(*Error))
 		}
 	}
 	var pm paramsMeta
 	if len(m.Params) > 0 && json.Unmarshal(m.Params, &pm) == nil && pm.Meta != nil && len(pm.Meta.ProgressToken) > 0 {
+		if !validProgressToken(pm.Meta.ProgressToken) {
+			return encodeResponse(m.ID, nil, Errorf(CodeInvalidParams, "invalid params: _meta.progressToken must be a string or an integer of at most %d bytes", MaxProgressTokenBytes))
+		}
 		c.progressToken = pm.Meta.ProgressToken
 		c.progress = &progressThrottle{
 			interval: s.opts.ProgressInterval,
@@ -181,7 +207,7 @@ func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, 
 		defer s.local.removeCancel(ss.ID(), key)
 		done := make(chan struct{})
 		defer close(done)
-		go s.watchCancel(ctx, ss.ID(), key, s.opts.Now(), cancel, done)
+		go s.watchCancel(ctx, ss.ID(), m.ID, s.opts.Now(), cancel, done)
 	}
 
 	result, err := s.safeDispatch(ctx, ss, m)
@@ -234,10 +260,16 @@ func encodeResult(ss *ServerSession, m *Message, result any) []byte {
 // watchCancel polls the store for a cancellation of the request that
 // another process received. It waits a little first: most requests finish
 // before anyone could cancel them, and then it costs nothing.
-func (s *Server) watchCancel(ctx context.Context, sessionID, key string, started time.Time, cancel context.CancelFunc, done <-chan struct{}) {
+//
+// Its first poll also records that the request runs (one write, only for
+// requests that run that long), so that a process receiving the
+// cancellation knows it is worth storing.
+func (s *Server) watchCancel(ctx context.Context, sessionID string, id json.RawMessage, started time.Time, cancel context.CancelFunc, done <-chan struct{}) {
+	key := cancelKey(id)
 	interval := max(s.opts.PollInterval, 250*time.Millisecond)
 	t := time.NewTimer(200 * time.Millisecond)
 	defer t.Stop()
+	announced := false
 	for {
 		select {
 		case <-done:
@@ -245,6 +277,12 @@ func (s *Server) watchCancel(ctx context.Context, sessionID, key string, started
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if !announced {
+			announced = true
+			if _, err := s.store.PutMessage(ctx, sessionID, runningKey(id), []byte("1")); err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "recording a running request", "session", sessionID, "err", err)
+			}
 		}
 		data, err := s.store.GetMessage(ctx, sessionID, key)
 		if err == nil {
@@ -311,6 +349,9 @@ func (s *Server) dispatch(ctx context.Context, ss *ServerSession, m *Message) (a
 		}
 		if p.URI == "" {
 			return nil, Errorf(CodeInvalidParams, "invalid params: %s needs a uri", m.Method)
+		}
+		if err := s.checkSubscribe(ss, m.Method, p.URI); err != nil {
+			return nil, err
 		}
 		if m.Method == "resources/subscribe" {
 			err = s.store.Subscribe(ctx, ss.ID(), p.URI)
@@ -388,6 +429,9 @@ func (s *Server) callTool(ctx context.Context, ss *ServerSession, raw json.RawMe
 	}
 	if p == nil || p.Name == "" {
 		return nil, Errorf(CodeInvalidParams, "invalid params: tools/call needs a tool name")
+	}
+	if err := checkName("tools/call", p.Name); err != nil {
+		return nil, err
 	}
 	s.mu.RLock()
 	t := s.tools[p.Name]
@@ -499,6 +543,7 @@ func (s *Server) readResource(ctx context.Context, ss *ServerSession, raw json.R
 
 // resourceNotFound is the error for a resources/read of an unknown URI.
 func resourceNotFound(uri string) *Error {
+	uri = clipText(uri, MaxErrorMessageBytes/2)
 	data, _ := json.Marshal(map[string]string{"uri": uri})
 	return &Error{Code: CodeResourceNotFound, Message: "Resource not found: " + uri, Data: data}
 }
@@ -536,6 +581,9 @@ func (s *Server) getPrompt(ctx context.Context, ss *ServerSession, raw json.RawM
 	if p == nil || p.Name == "" {
 		return nil, Errorf(CodeInvalidParams, "invalid params: prompts/get needs a name")
 	}
+	if err := checkName("prompts/get", p.Name); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	sp := s.prompts[p.Name]
 	s.mu.RUnlock()
@@ -559,8 +607,11 @@ func (s *Server) getPrompt(ctx context.Context, ss *ServerSession, raw json.RawM
 	if len(missing) > 0 {
 		return nil, Errorf(CodeInvalidParams, "prompt %q: missing required arguments: %s", p.Name, strings.Join(missing, ", "))
 	}
+	if err := s.checkPromptArguments(p.Arguments); err != nil {
+		return nil, err
+	}
 	if dp != nil {
-		return renderItem(dp, p.Arguments), nil
+		return renderItem(dp, p.Arguments, s.opts.Limits.MaxPromptBytes)
 	}
 	req := &ServerRequest[*GetPromptParams]{Session: ss, Params: p}
 	if c := callFrom(ctx); c != nil {

@@ -24,10 +24,11 @@
 // statelessly: the handler gets a ServerSession built from that request's
 // _meta (capabilities, log level), server/discover answers what the server
 // supports, push happens only on subscriptions/listen streams, and a
-// handler that needs input from the client returns an *InputRequired
-// instead of calling Elicit, CreateMessage or ListRoots; the client retries
-// with the answers (ServerRequest.InputResponses) and the signed state
-// (ServerRequest.State), on any process sharing ServerOptions.StateKeys.
+// handler that needs input from the client returns an *InputRequired (or
+// calls Elicit, CreateMessage or ListRoots, which return one until the
+// client has answered); the client retries with the answers
+// (ServerRequest.InputResponses) and the signed state (ServerRequest.State),
+// on any process sharing ServerOptions.StateKeys.
 // Both eras share one dispatcher, so tools, resources and prompts are
 // written once.
 //
@@ -35,6 +36,13 @@
 // overlay, resources and prompts published through SNS (package
 // notify/ingest), and tells each session, and each listen stream, of a
 // change exactly once.
+//
+// Everything a client controls is bounded before anything is stored
+// (ServerOptions.Limits, DefaultLimits): sizes of ids, names, progress
+// tokens, prompt arguments and renderings, subscriptions per session,
+// requests and streams in flight, and, counted in the store across
+// processes when it implements notify.RateCounter, each principal's
+// request rate and session creations (429 with Retry-After).
 //
 // Package serve runs a Server in AWS Lambda or as a local HTTP server;
 // package eventtools adds mcpush's event tools.

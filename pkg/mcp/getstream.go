@@ -52,10 +52,18 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 		var ok bool
 		resume = true
 		if stream, after, ok = parseEventID(last); !ok {
-			httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: malformed Last-Event-ID "+last)
+			httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: malformed Last-Event-ID "+clipText(last, 128))
+			return
+		}
+		if stream != getStream && !h.checkResume(r.Context(), w, ss, stream, after) {
 			return
 		}
 	}
+	if !h.open.acquire(ss.ID(), h.srv.opts.Limits.MaxStreamsPerSession, 0) {
+		tooMany(w, "too many streams open for this session")
+		return
+	}
+	defer h.open.release(ss.ID())
 	h.streams.Add(1)
 	defer h.streams.Done()
 	ctx := r.Context()

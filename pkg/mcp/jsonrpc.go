@@ -4,6 +4,25 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
+)
+
+// Limits of the JSON-RPC layer. A client gets an error that names the
+// limit; nothing is stored.
+const (
+	// MaxJSONDepth is the deepest nesting of arrays and objects a message
+	// may have (CodeParseError beyond it).
+	MaxJSONDepth = 1000
+	// MaxIDBytes bounds a JSON-RPC id as written (CodeInvalidRequest
+	// beyond it); a requestId in notifications/cancelled likewise.
+	MaxIDBytes = 256
+	// MaxProgressTokenBytes bounds a progressToken as written
+	// (CodeInvalidParams beyond it).
+	MaxProgressTokenBytes = 256
+	// MaxErrorMessageBytes bounds the message of every error the server
+	// sends: an error that quotes a client's input never echoes more than
+	// this.
+	MaxErrorMessageBytes = 512
 )
 
 // JSON-RPC 2.0 error codes, and the MCP codes built on them.
@@ -61,21 +80,46 @@ func (m *Message) IsResponse() bool { return m.Method == "" && m.ID != nil }
 // *Error values with CodeParseError or CodeInvalidRequest and a message
 // that says what is wrong.
 func DecodeMessages(body []byte) (msgs []*Message, batch bool, err *Error) {
+	msgs, bad, batch, err := decodeBatch(body)
+	if err != nil {
+		return nil, batch, err
+	}
+	if len(bad) > 0 {
+		return nil, batch, bad[0].err
+	}
+	return msgs, batch, nil
+}
+
+// badMember is an invalid member of a batch: its error, and its id when
+// one could be read (JSON-RPC answers it with that id, else null).
+type badMember struct {
+	id  json.RawMessage
+	err *Error
+}
+
+// decodeBatch is DecodeMessages keeping the valid members of a batch: a
+// batch answers an invalid member with an error of its own (JSON-RPC
+// 2.0), the others are served. err is for a body that is not a message
+// or a batch at all.
+func decodeBatch(body []byte) (msgs []*Message, bad []badMember, batch bool, err *Error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
-		return nil, false, Errorf(CodeParseError, "parse error: empty body")
+		return nil, nil, false, Errorf(CodeParseError, "parse error: empty body")
+	}
+	if d := jsonDepth(body); d > MaxJSONDepth {
+		return nil, nil, false, Errorf(CodeParseError, "parse error: JSON nested more than %d levels deep", MaxJSONDepth)
 	}
 	if !json.Valid(body) {
-		return nil, false, Errorf(CodeParseError, "parse error: body is not valid JSON")
+		return nil, nil, false, Errorf(CodeParseError, "parse error: body is not valid JSON")
 	}
 	var raws []json.RawMessage
 	if body[0] == '[' {
 		batch = true
 		if e := json.Unmarshal(body, &raws); e != nil {
-			return nil, true, Errorf(CodeParseError, "parse error: %v", e)
+			return nil, nil, true, Errorf(CodeParseError, "parse error: %v", e)
 		}
 		if len(raws) == 0 {
-			return nil, true, Errorf(CodeInvalidRequest, "invalid request: empty batch")
+			return nil, nil, true, Errorf(CodeInvalidRequest, "invalid request: empty batch")
 		}
 	} else {
 		raws = []json.RawMessage{body}
@@ -87,11 +131,52 @@ func DecodeMessages(body []byte) (msgs []*Message, batch bool, err *Error) {
 			if batch {
 				e.Message = fmt.Sprintf("%s (batch element %d)", e.Message, i)
 			}
-			return nil, batch, e
+			bad = append(bad, badMember{id: memberID(raw), err: e})
+			continue
 		}
 		msgs = append(msgs, m)
 	}
-	return msgs, batch, nil
+	return msgs, bad, batch, nil
+}
+
+// memberID returns the id of an invalid message when it is a valid id,
+// so that its error can name it; nil otherwise.
+func memberID(raw json.RawMessage) json.RawMessage {
+	var w struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(raw, &w) != nil || !validID(w.ID) || bytes.Equal(w.ID, []byte("null")) {
+		return nil
+	}
+	return w.ID
+}
+
+// jsonDepth returns the deepest nesting of arrays and objects in b,
+// ignoring brackets inside strings. It does not validate b.
+func jsonDepth(b []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
 }
 
 func decodeOne(raw json.RawMessage) (*Message, *Error) {
@@ -118,7 +203,7 @@ func decodeOne(raw json.RawMessage) (*Message, *Error) {
 	hasID := w.ID != nil
 	if hasID {
 		if !validID(w.ID) {
-			return nil, Errorf(CodeInvalidRequest, `invalid request: "id" must be a string or a number`)
+			return nil, Errorf(CodeInvalidRequest, `invalid request: "id" must be a string or a number of at most %d bytes, in valid UTF-8`, MaxIDBytes)
 		}
 		m.ID = w.ID
 	}
@@ -159,7 +244,9 @@ func decodeOne(raw json.RawMessage) (*Message, *Error) {
 }
 
 func validID(id json.RawMessage) bool {
-	if len(id) == 0 {
+	if len(id) == 0 || len(id) > MaxIDBytes || !utf8.Valid(id) {
+		// Invalid UTF-8 would come back as U+FFFD: the client could not
+		// match the response to its request.
 		return false
 	}
 	switch c := id[0]; {
@@ -173,6 +260,44 @@ func validID(id json.RawMessage) bool {
 		return true // allowed in responses only; requests are checked above
 	}
 	return false
+}
+
+// validRequestID reports whether id may name a request: a string or a
+// number, within MaxIDBytes.
+func validRequestID(id json.RawMessage) bool {
+	return validID(id) && !bytes.Equal(id, []byte("null"))
+}
+
+// validProgressToken reports whether tok is a progressToken MCP allows: a
+// string or an integer, within MaxProgressTokenBytes.
+func validProgressToken(tok json.RawMessage) bool {
+	if len(tok) == 0 || len(tok) > MaxProgressTokenBytes || !utf8.Valid(tok) {
+		return false
+	}
+	if tok[0] == '"' {
+		var s string
+		return json.Unmarshal(tok, &s) == nil
+	}
+	for i, c := range tok {
+		if (c < '0' || c > '9') && !(i == 0 && c == '-' && len(tok) > 1) {
+			return false
+		}
+	}
+	return true
+}
+
+// clipText shortens s to at most n bytes (at a UTF-8 boundary), marking
+// the cut: errors quote client input, and must not echo it whole.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…(truncated)"
+	cut := max(n-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
 
 // canonicalID returns a stable string form of a JSON-RPC id, used as a key.
@@ -198,6 +323,11 @@ func encodeResponse(id json.RawMessage, result any, rpcErr *Error) []byte {
 	}
 	if rpcErr != nil {
 		m.Error = rpcErr
+		if len(rpcErr.Message) > MaxErrorMessageBytes {
+			e := *rpcErr
+			e.Message = clipText(e.Message, MaxErrorMessageBytes)
+			m.Error = &e
+		}
 	} else {
 		b, err := json.Marshal(result)
 		if err != nil {

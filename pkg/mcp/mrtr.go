@@ -34,6 +34,11 @@ type InputRequest struct {
 type InputRequired struct {
 	Requests map[string]*InputRequest
 	State    []byte
+
+	// answers are the answers of earlier rounds that Elicit,
+	// CreateMessage and ListRoots collected; they travel in the signed
+	// state.
+	answers map[string]json.RawMessage
 }
 
 func (e *InputRequired) Error() string {
@@ -86,43 +91,43 @@ func requestName(method string, params json.RawMessage) string {
 
 // readRetry decodes and verifies the multi round-trip members of a
 // request's params. Any failure is an invalid-params error.
-func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]json.RawMessage, state []byte, err error) {
+func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]json.RawMessage, state []byte, answers map[string]json.RawMessage, err error) {
 	var p mrtrParams
 	if len(m.Params) > 0 {
 		if err := json.Unmarshal(m.Params, &p); err != nil {
-			return nil, nil, Errorf(CodeInvalidParams, "invalid params: inputResponses must be an object and requestState a string: %v", err)
+			return nil, nil, nil, Errorf(CodeInvalidParams, "invalid params: inputResponses must be an object and requestState a string: %v", err)
 		}
 	}
 	if len(p.InputResponses) > 0 && string(p.InputResponses) != "null" {
 		if err := json.Unmarshal(p.InputResponses, &responses); err != nil {
-			return nil, nil, Errorf(CodeInvalidParams, "invalid params: inputResponses must be an object mapping input request keys to responses")
+			return nil, nil, nil, Errorf(CodeInvalidParams, "invalid params: inputResponses must be an object mapping input request keys to responses")
 		}
 		for k, v := range responses {
 			if len(v) == 0 || v[0] != '{' {
-				return nil, nil, Errorf(CodeInvalidParams, "invalid params: inputResponses[%q] must be an object (the result of the input request)", k)
+				return nil, nil, nil, Errorf(CodeInvalidParams, "invalid params: inputResponses[%q] must be an object (the result of the input request)", k)
 			}
 		}
 		if !mrtrMethods[m.Method] {
-			return nil, nil, Errorf(CodeInvalidParams, "invalid params: %s takes no inputResponses", m.Method)
+			return nil, nil, nil, Errorf(CodeInvalidParams, "invalid params: %s takes no inputResponses", m.Method)
 		}
 	}
 	if p.RequestState != nil {
 		if !mrtrMethods[m.Method] {
-			return nil, nil, Errorf(CodeInvalidParams, "invalid params: %s takes no requestState", m.Method)
+			return nil, nil, nil, Errorf(CodeInvalidParams, "invalid params: %s takes no requestState", m.Method)
 		}
 		body, err := s.states.verify(*p.RequestState)
 		if err == nil && (body.Method != m.Method || body.Name != requestName(m.Method, m.Params) || body.Principal != principalTag(ss.Principal())) {
 			err = ErrStateMismatch
 		}
 		if err != nil {
-			return nil, nil, Errorf(CodeInvalidParams, "invalid params: requestState rejected: %v", err)
+			return nil, nil, nil, Errorf(CodeInvalidParams, "invalid params: requestState rejected: %v", err)
 		}
-		state = body.Data
+		state, answers = body.Data, body.Answers
 		if state == nil {
 			state = []byte{}
 		}
 	}
-	return responses, state, nil
+	return responses, state, answers, nil
 }
 
 // inputRequired turns a handler's *InputRequired into the wire result:
@@ -154,7 +159,7 @@ func (s *Server) inputRequired(ctx context.Context, ss *ServerSession, m *Messag
 		}
 		return nil, MissingClientCapability(names...)
 	}
-	token := s.states.sign(stateBody{Method: m.Method, Name: requestName(m.Method, m.Params), Principal: principalTag(ss.Principal()), Data: ir.State})
+	token := s.states.sign(stateBody{Method: m.Method, Name: requestName(m.Method, m.Params), Principal: principalTag(ss.Principal()), Data: ir.State, Answers: ir.answers})
 	return &inputRequiredResult{ResultType: resultInputRequired, InputRequests: ir.Requests, RequestState: token}, nil
 }
 
@@ -168,4 +173,39 @@ func MissingClientCapability(capabilities ...string) *Error {
 	data, _ := json.Marshal(map[string]any{"requiredCapabilities": req})
 	sort.Strings(capabilities)
 	return &Error{Code: CodeMissingRequiredClientCapability, Message: "Missing required client capability: " + strings.Join(capabilities, ", "), Data: data}
+}
+
+// ask serves a server-to-client request (Elicit, CreateMessage, ListRoots)
+// made while handling a 2026-era request, where there is no channel for
+// one: the n-th ask of a handler run is keyed "<method>#n". When the
+// client has answered that key (in this retry, or in an earlier round,
+// carried in the signed state) the answer is decoded into result;
+// otherwise ask returns an *InputRequired that the handler returns as its
+// error, and the client's retry runs the handler again from the start.
+func (c *call) ask(method string, params, result any) error {
+	if !mrtrMethods[c.method] {
+		return fmt.Errorf("%s: %w", method, ErrStatelessRequest)
+	}
+	c.asks++
+	key := fmt.Sprintf("%s#%d", method, c.asks)
+	raw, ok := c.inputResponses[key]
+	if !ok {
+		raw, ok = c.answers[key]
+	}
+	if !ok {
+		answers := map[string]json.RawMessage{}
+		for k, v := range c.answers {
+			answers[k] = v
+		}
+		for k, v := range c.inputResponses {
+			if _, ours := inputMethods[k[:max(strings.LastIndexByte(k, '#'), 0)]]; ours {
+				answers[k] = v
+			}
+		}
+		return &InputRequired{Requests: map[string]*InputRequest{key: {Method: method, Params: params}}, State: c.state, answers: answers}
+	}
+	if err := json.Unmarshal(raw, result); err != nil {
+		return Errorf(CodeInvalidParams, "invalid params: inputResponses[%q]: %v", key, err)
+	}
+	return nil
 }

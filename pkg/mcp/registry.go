@@ -6,7 +6,6 @@ import (
 
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -214,9 +213,8 @@ func (s *Server) toolOverlay(ctx context.Context) map[string]*notify.ToolItem {
 		if s.opts.RegistryTools != nil && !slices.Contains(s.opts.RegistryTools, name) {
 			continue
 		}
-		var dt notify.ToolItem
-		if json.Unmarshal(raw, &dt) == nil {
-			out[name] = &dt
+		if dt, err := notify.DecodeToolItem(raw); err == nil {
+			out[name] = dt
 		}
 	}
 	return out
@@ -247,9 +245,8 @@ func (s *Server) dynamicResources(ctx context.Context) map[string]*notify.Resour
 	}
 	out := map[string]*notify.ResourceItem{}
 	for uri, raw := range items {
-		var r notify.ResourceItem
-		if json.Unmarshal(raw, &r) == nil && r.URI != "" {
-			out[uri] = &r
+		if r, err := notify.DecodeResourceItem(raw); err == nil {
+			out[uri] = r
 		}
 	}
 	return out
@@ -263,9 +260,8 @@ func (s *Server) dynamicPrompts(ctx context.Context) map[string]*notify.PromptIt
 	}
 	out := map[string]*notify.PromptItem{}
 	for name, raw := range items {
-		var p notify.PromptItem
-		if json.Unmarshal(raw, &p) == nil && p.Name != "" {
-			out[name] = &p
+		if p, err := notify.DecodePromptItem(raw); err == nil {
+			out[name] = p
 		}
 	}
 	return out
@@ -291,22 +287,4 @@ func itemPrompt(p *notify.PromptItem) *Prompt {
 		out.Arguments = append(out.Arguments, &PromptArgument{Name: a.Name, Description: a.Description, Required: a.Required})
 	}
 	return out
-}
-
-// renderItem substitutes {{arg}} in every message text of p.
-func renderItem(p *notify.PromptItem, args map[string]string) *GetPromptResult {
-	pairs := make([]string, 0, 2*len(args))
-	for k, v := range args {
-		pairs = append(pairs, "{{"+k+"}}", v)
-	}
-	rep := strings.NewReplacer(pairs...)
-	res := &GetPromptResult{Description: p.Description, Messages: []*PromptMessage{}}
-	for _, m := range p.Messages {
-		role := m.Role
-		if role == "" {
-			role = "user"
-		}
-		res.Messages = append(res.Messages, &PromptMessage{Role: role, Content: &TextContent{Text: rep.Replace(m.Text)}})
-	}
-	return res
 }

@@ -40,6 +40,9 @@ type stateBody struct {
 	Name      string `json:"n,omitempty"`
 	Principal string `json:"p,omitempty"` // principalTag
 	Data      []byte `json:"d,omitempty"`
+	// Answers are the client's answers to the server-to-client requests
+	// of earlier rounds (Elicit, CreateMessage, ListRoots), by key.
+	Answers map[string]json.RawMessage `json:"a,omitempty"`
 }
 
 // stateSigner signs and verifies requestState tokens. Immutable after

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +54,9 @@ type ServerOptions struct {
 	// registry hashes before reading them again (one read, shared by all
 	// requests and streams of the process). Default: 500ms.
 	RegistryRefresh time.Duration
+	// Limits bound what one client can make the server hold or produce.
+	// Zero fields are DefaultLimits.
+	Limits Limits
 	// StateKeys are the keys of the HMAC that protects the requestState of
 	// 2026-era input_required results: the first signs, every one
 	// verifies (list the previous key second while rotating). Every
@@ -171,6 +175,7 @@ func NewServer(impl *Implementation, store notify.Store, opts *ServerOptions) *S
 	if s.opts.ProgressInterval <= 0 {
 		s.opts.ProgressInterval = 100 * time.Millisecond
 	}
+	s.opts.Limits = s.opts.Limits.withDefaults()
 	if s.opts.StateTTL <= 0 {
 		s.opts.StateTTL = 10 * time.Minute
 	}
@@ -257,16 +262,17 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // page cuts one page out of a sorted list. The cursor is the base64url of
-// the last key of the previous page, so pages stay correct when items are
-// added or removed between calls and on any process.
+// cursorPrefix and the last key of the previous page, so pages stay
+// correct when items are added or removed between calls and on any
+// process, and a cursor the server did not issue is CodeInvalidParams.
 func page[T any](keys []string, get func(string) T, cursor string, size int) ([]T, string, error) {
 	start := 0
 	if cursor != "" {
 		b, err := base64.RawURLEncoding.DecodeString(cursor)
-		if err != nil {
-			return nil, "", Errorf(CodeInvalidParams, "invalid cursor %q", cursor)
+		if err != nil || !strings.HasPrefix(string(b), cursorPrefix) {
+			return nil, "", Errorf(CodeInvalidParams, "invalid params: cursor %q is not one this server issued", clipText(cursor, 128))
 		}
-		after := string(b)
+		after := strings.TrimPrefix(string(b), cursorPrefix)
 		start = sort.SearchStrings(keys, after)
 		if start < len(keys) && keys[start] == after {
 			start++
@@ -279,10 +285,13 @@ func page[T any](keys []string, get func(string) T, cursor string, size int) ([]
 	}
 	next := ""
 	if end < len(keys) {
-		next = base64.RawURLEncoding.EncodeToString([]byte(keys[end-1]))
+		next = base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + keys[end-1]))
 	}
 	return out, next, nil
 }
+
+// cursorPrefix starts every decoded cursor.
+const cursorPrefix = "after:"
 
 func randomID(n int) string {
 	b := make([]byte, n)

@@ -29,7 +29,8 @@ type ServerSession struct {
 // Era returns the era of the session's protocol version.
 func (ss *ServerSession) Era() Era { return eraOf(ss.state.ProtocolVersion) }
 
-// ID returns the session id (the Mcp-Session-Id header).
+// ID returns the session id (the Mcp-Session-Id header), or "" when
+// serving a 2026-era request, which has no session.
 func (ss *ServerSession) ID() string { return ss.state.ID }
 
 // ProtocolVersion returns the negotiated protocol version.
@@ -170,13 +171,23 @@ type ListRootsResult struct {
 }
 
 // ErrStatelessRequest reports a server-to-client request made while
-// serving a 2026-era request, which has no channel for one: return an
-// *InputRequired error from the handler instead.
-var ErrStatelessRequest = errors.New("mcp: a 2026-era request cannot send server-to-client requests; ask with an input_required result (InputRequired)")
+// serving a 2026-era request other than tools/call, prompts/get and
+// resources/read, the only ones that may ask the client for input.
+var ErrStatelessRequest = errors.New("mcp: this 2026-era request cannot ask the client for input")
 
 // ErrUnsupportedByClient reports a server-to-client request the client
 // did not declare a capability for.
 var ErrUnsupportedByClient = errors.New("mcp: client did not declare the capability for this request")
+
+// In a 2026-era tools/call, prompts/get or resources/read, CreateMessage,
+// Elicit and ListRoots become multi round-trip requests: until the client
+// has answered, they return an *InputRequired error, which the handler
+// must return (as is or wrapped with %w); the client's retry runs the
+// handler again from the start, and the same call, in the same order,
+// then returns the client's answer. Answers of earlier rounds travel in
+// the signed requestState, so a handler may ask several times, and every
+// round may reach another process. A handler must therefore do nothing
+// irreversible before its last question.
 
 // CreateMessage asks the client to sample an LLM (sampling/createMessage).
 func (ss *ServerSession) CreateMessage(ctx context.Context, p *CreateMessageParams) (*CreateMessageResult, error) {
@@ -211,6 +222,9 @@ func (ss *ServerSession) ListRoots(ctx context.Context) (*ListRootsResult, error
 // when the response reaches this same process).
 func (ss *ServerSession) call(ctx context.Context, method string, params, result any) error {
 	if ss.stateless {
+		if c := callFrom(ctx); c != nil && c.sess == ss {
+			return c.ask(method, params, result)
+		}
 		return fmt.Errorf("%s: %w", method, ErrStatelessRequest)
 	}
 	p, err := json.Marshal(params)
@@ -222,6 +236,11 @@ func (ss *ServerSession) call(ctx context.Context, method string, params, result
 	key := responseKey(id)
 	wake := ss.srv.local.waitFor(ss.ID(), key)
 	defer ss.srv.local.stopWaiting(ss.ID(), key)
+	// The pending marker tells every process that a response to id is
+	// awaited: a response to anything else is stored nowhere.
+	if _, err := ss.srv.store.PutMessage(ctx, ss.ID(), pendingKey(id), []byte("1")); err != nil {
+		return fmt.Errorf("%s: recording the request: %w", method, err)
+	}
 	if err := ss.send(ctx, msg); err != nil {
 		return fmt.Errorf("%s: sending request: %w", method, err)
 	}
@@ -260,6 +279,8 @@ const requestIDPrefix = "mcpush-"
 
 func responseKey(id json.RawMessage) string { return "response/" + canonicalID(id) }
 func cancelKey(id json.RawMessage) string   { return "cancel/" + canonicalID(id) }
+func pendingKey(id json.RawMessage) string  { return "pending/" + canonicalID(id) }
+func runningKey(id json.RawMessage) string  { return "running/" + canonicalID(id) }
 
 // call is one client request in flight on this process.
 type call struct {
@@ -268,9 +289,14 @@ type call struct {
 	progressToken json.RawMessage
 	out           sink // nil: related messages go to the GET stream
 	progress      *progressThrottle
-	// inputResponses and state come from a retried 2026-era request.
+	// method is the request's method. inputResponses, state and answers
+	// come from a retried 2026-era request; asks counts the
+	// server-to-client requests of this run (see ask).
+	method         string
 	inputResponses map[string]json.RawMessage
 	state          []byte
+	answers        map[string]json.RawMessage
+	asks           int
 }
 
 type callKey struct{}
@@ -332,13 +358,16 @@ func (l *localRegistry) removeCancel(sessionID, key string) {
 	l.mu.Unlock()
 }
 
-func (l *localRegistry) cancel(sessionID, key string) {
+// cancel cancels the request of key if it runs on this process, and
+// reports whether it does.
+func (l *localRegistry) cancel(sessionID, key string) bool {
 	l.mu.Lock()
 	cancel := l.cancels[sessionID+"|"+key]
 	l.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
+	return cancel != nil
 }
 
 // progressThrottle rate-limits the progress notifications of one request:

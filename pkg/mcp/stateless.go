@@ -67,15 +67,18 @@ func wantsStateless(r *http.Request) bool {
 	return v != "" && eraOf(v) != Era2025
 }
 
-// carriesStatelessMeta reports whether m's params carry the 2026-era
-// _meta protocol version.
-func carriesStatelessMeta(m *Message) bool {
+// statelessMetaVersion returns the protocol version in m's params._meta,
+// which only 2026-era requests carry, and whether there is one.
+func statelessMetaVersion(m *Message) (string, bool) {
 	var p struct {
 		Meta struct {
 			ProtocolVersion *string `json:"io.modelcontextprotocol/protocolVersion"`
 		} `json:"_meta"`
 	}
-	return len(m.Params) > 0 && json.Unmarshal(m.Params, &p) == nil && p.Meta.ProtocolVersion != nil
+	if len(m.Params) == 0 || json.Unmarshal(m.Params, &p) != nil || p.Meta.ProtocolVersion == nil {
+		return "", false
+	}
+	return *p.Meta.ProtocolVersion, true
 }
 
 // statelessError is a request rejected before dispatch, with the HTTP
@@ -163,13 +166,12 @@ func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m 
 		}
 	}
 	if p.Meta.LogLevel != "" && levelRank(p.Meta.LogLevel) < 0 {
-		return nil, reject(http.StatusOK, CodeInvalidParams, "Invalid params: unknown logLevel "+string(p.Meta.LogLevel), nil)
+		return nil, reject(http.StatusBadRequest, CodeInvalidParams, "Invalid params: unknown logLevel "+string(p.Meta.LogLevel)+" (want one of debug, info, notice, warning, error, critical, alert, emergency)", nil)
 	}
 	return &ServerSession{
 		srv:       h.srv,
 		stateless: true,
 		state: &notify.Session{
-			ID:                 "stateless-" + randomID(12),
 			Principal:          principal,
 			ProtocolVersion:    v,
 			ClientInfo:         p.Meta.ClientInfo,
@@ -245,6 +247,12 @@ func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Reques
 		h.serveListen(w, r, ss, m)
 		return
 	}
+	// A 2026 request has no session: only the process's total bounds it.
+	if l := h.srv.opts.Limits; !h.inflight.acquire("", l.MaxInFlight, l.MaxInFlight) {
+		tooMany(w, "too many requests in flight on this server; retry later")
+		return
+	}
+	defer h.inflight.release("")
 	out := &statelessOut{sse: newSSEWriter(w), w: w}
 	resp := h.srv.runRequest(r.Context(), ss, m, out)
 	out.finish(resp)

@@ -73,6 +73,24 @@ func newStatelessProc(t *testing.T, dbPath string, keys []string, now func() tim
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("hello %v", r.Content["name"])}}}, nil
 	})
+	srv.AddTool(&mcp.Tool{Name: "quiz"}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var answers []any
+		for _, q := range []string{"first?", "second?"} {
+			r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: q, RequestedSchema: map[string]any{"type": "object"}})
+			if err != nil {
+				return nil, fmt.Errorf("asking %s: %w", q, err)
+			}
+			answers = append(answers, r.Content["a"])
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(answers)}}}, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "typed-ask"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+		r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "name?", RequestedSchema: map[string]any{"type": "object"}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(r.Content["a"])}}}, nil, nil
+	})
 	srv.AddTool(&mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		req.Session.Log(ctx, "info", "", "echoing")
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
@@ -141,11 +159,14 @@ func TestStatelessBadInput(t *testing.T) {
 		wantIn     string // in the error message or data
 	}{
 		{"no version header", listCall, []string{"Mcp-Method", "tools/list"}, 400, mcp.CodeHeaderMismatch, "MCP-Protocol-Version header is required"},
+		{"2025 header, 2026 _meta", listCall, []string{"Mcp-Protocol-Version", "2025-11-25", "Mcp-Method", "tools/list"}, 400, mcp.CodeHeaderMismatch, "MCP-Protocol-Version 2025-11-25 differs from _meta protocolVersion 2026-07-28"},
 		{"header contradicts _meta", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 			headers2026("tools/list", ""), 400, mcp.CodeHeaderMismatch, "differs from _meta"},
 		{"unknown version", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`,
 			[]string{"Mcp-Protocol-Version", "2099-01-01", "Mcp-Method", "tools/list"}, 400, mcp.CodeUnsupportedProtocolVersion, `"supported":["2026-07-28","2025-11-25"`},
 		{"no _meta", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}`, headers2026("tools/list", ""), 400, mcp.CodeInvalidParams, "clientCapabilities"},
+		{"unknown logLevel", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"loud"}}}`,
+			headers2026("tools/list", ""), 400, mcp.CodeInvalidParams, "unknown logLevel loud"},
 		{"no Mcp-Method", listCall, []string{"Mcp-Protocol-Version", v2026}, 400, mcp.CodeHeaderMismatch, "Mcp-Method header is required"},
 		{"Mcp-Method contradicts body", listCall, headers2026("prompts/list", ""), 400, mcp.CodeHeaderMismatch, "differs from the body's method"},
 		{"no Mcp-Name", echoCall, headers2026("tools/call", ""), 400, mcp.CodeHeaderMismatch, "needs the Mcp-Name header"},
@@ -402,9 +423,9 @@ func TestListenEndsBeforeDeadline(t *testing.T) {
 	defer store.Close()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, &mcp.ServerOptions{DynamicRegistries: true, PollInterval: 20 * time.Millisecond})
 	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{StreamMargin: time.Second})
-	deadline := time.Now().Add(1500 * time.Millisecond)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		// An invocation deadline 1.5s after the request arrives.
+		ctx, cancel := context.WithTimeout(r.Context(), 1500*time.Millisecond)
 		defer cancel()
 		h.ServeHTTP(w, r.WithContext(ctx))
 	}))
@@ -458,5 +479,62 @@ func TestListenCancelledAcrossProcesses(t *testing.T) {
 	b.store.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"echo": json.RawMessage(`{"name":"echo","description":"x"}`)}, "c1")
 	if m := next(t, other); m["method"] != "notifications/tools/list_changed" {
 		t.Fatalf("other stream got %v, want tools/list_changed", m)
+	}
+}
+
+// TestElicitBecomesMRTR checks that a handler written for sessions (two
+// Elicit calls) works unchanged in the 2026 era: each Elicit becomes an
+// input_required round, the first answer travels in the signed state, and
+// every round lands on another process.
+func TestElicitBecomesMRTR(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	const key = "shared-key-0123456789abcdef0123456789"
+	procs := []*statelessProc{newStatelessProc(t, db, []string{key}, nil), newStatelessProc(t, db, []string{key}, nil), newStatelessProc(t, db, []string{key}, nil)}
+	caps := `{"elicitation":{}}`
+	body := func(id int, extra string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"quiz","arguments":{},%s%s}}`, id, extra, meta2026(caps))
+	}
+	round := func(p *statelessProc, b string) *rpcReply {
+		t.Helper()
+		status, r := call2026(t, p.url, b, headers2026("tools/call", "quiz")...)
+		if status != 200 || r.Error != nil {
+			t.Fatalf("HTTP %d %+v", status, r)
+		}
+		return r
+	}
+	asks := func(r *rpcReply) (string, string) {
+		t.Helper()
+		reqs, _ := r.Result["inputRequests"].(map[string]any)
+		state, _ := r.Result["requestState"].(string)
+		if r.Result["resultType"] != "input_required" || len(reqs) != 1 || state == "" {
+			t.Fatalf("result %+v, want input_required with one input request and a state", r.Result)
+		}
+		for k, v := range reqs {
+			if v.(map[string]any)["method"] != "elicitation/create" {
+				t.Fatalf("input request %v, want elicitation/create", v)
+			}
+			return k, state
+		}
+		return "", ""
+	}
+	k1, s1 := asks(round(procs[0], body(1, "")))
+	k2, s2 := asks(round(procs[1], body(2, fmt.Sprintf(`"requestState":%q,"inputResponses":{%q:{"action":"accept","content":{"a":"x"}}},`, s1, k1))))
+	if k2 == k1 {
+		t.Fatalf("second question has the first's key %q", k1)
+	}
+	r := round(procs[2], body(3, fmt.Sprintf(`"requestState":%q,"inputResponses":{%q:{"action":"accept","content":{"a":"y"}}},`, s2, k2)))
+	if r.Result["resultType"] != "complete" || !strings.Contains(fmt.Sprint(r.Result["content"]), "[x y]") {
+		t.Fatalf("last round %+v, want the complete result with both answers", r.Result)
+	}
+}
+
+// TestTypedToolAsks checks that a typed tool's Elicit in the 2026 era
+// becomes an input_required result, not a tool error.
+func TestTypedToolAsks(t *testing.T) {
+	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), nil, nil)
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"typed-ask","arguments":{},` + meta2026(`{"elicitation":{}}`) + `}}`
+	status, r := call2026(t, p.url, body, headers2026("tools/call", "typed-ask")...)
+	if status != 200 || r.Result["resultType"] != "input_required" || r.Result["inputRequests"] == nil {
+		t.Fatalf("HTTP %d %+v, want input_required", status, r)
 	}
 }

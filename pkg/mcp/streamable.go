@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -91,6 +90,9 @@ type StreamableHandler struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 	streams   sync.WaitGroup
+	inflight  gauge // requests running, per session and in all
+	open      gauge // SSE streams open, per session
+	rate      rateLimiter
 }
 
 // NewStreamableHandler returns an http.Handler for srv.
@@ -120,6 +122,8 @@ func NewStreamableHandler(srv *Server, opts *StreamableOptions) *StreamableHandl
 	if h.opts.SSEAfter <= 0 {
 		h.opts.SSEAfter = time.Second
 	}
+	h.rate.counter, _ = srv.store.(notify.RateCounter)
+	h.rate.now, h.rate.log = srv.opts.Now, srv.log
 	return h
 }
 
@@ -162,6 +166,10 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusUnauthorized, CodeInvalidRequest, "Unauthorized: "+err.Error())
 		return
 	}
+	if ok, retry := h.rate.allow(r.Context(), "req/"+principal, h.srv.opts.Limits.MaxRequestsPerMinute, time.Minute); !ok {
+		rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxRequestsPerMinute))+" requests per minute")
+		return
+	}
 	if wantsStateless(r) {
 		h.serveStateless(w, r, principal)
 		return
@@ -196,6 +204,9 @@ func (h *StreamableHandler) checkOrigin(r *http.Request) (int, string) {
 			return http.StatusForbidden, "Forbidden: Host " + r.Host + " is not allowed"
 		}
 	}
+	if len(r.Header.Values("Origin")) > 1 {
+		return http.StatusForbidden, "Forbidden: more than one Origin header"
+	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
 		return 0, ""
@@ -203,10 +214,17 @@ func (h *StreamableHandler) checkOrigin(r *http.Request) (int, string) {
 	if contains(h.opts.AllowedOrigins, "*") || contains(h.opts.AllowedOrigins, origin) {
 		return 0, ""
 	}
-	if u, err := url.Parse(origin); err == nil && h.opts.LocalhostOnly && contains(localhostNames, u.Hostname()) {
+	if h.opts.LocalhostOnly && localOrigin(origin) {
 		return 0, ""
 	}
 	return http.StatusForbidden, "Forbidden: Origin " + origin + " is not allowed"
+}
+
+// localOrigin reports whether origin is an http or https origin on a
+// localhost name (not file:, not another scheme with a localhost host).
+func localOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && contains(localhostNames, u.Hostname())
 }
 
 func hostname(hostport string) string {
@@ -228,15 +246,24 @@ func contains(list []string, s string) bool {
 // accepts reports whether the Accept header admits mediaType.
 func accepts(r *http.Request, mediaType string) bool {
 	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
-		mt, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
 		if err != nil {
 			continue
+		}
+		if q, ok := params["q"]; ok && zeroQ(q) {
+			continue // q=0: explicitly not acceptable (RFC 9110)
 		}
 		if mt == mediaType || mt == "*/*" || (strings.HasSuffix(mt, "/*") && strings.HasPrefix(mediaType, strings.TrimSuffix(mt, "*"))) {
 			return true
 		}
 	}
 	return false
+}
+
+// zeroQ reports whether an Accept q value is zero ("0", "0.0", "0.000").
+func zeroQ(q string) bool {
+	q = strings.TrimSpace(q)
+	return q != "" && strings.Trim(q, "0.") == "" && q[0] == '0'
 }
 
 // session loads the session named by the Mcp-Session-Id header. It writes
@@ -270,33 +297,47 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		httpError(w, http.StatusNotAcceptable, CodeInvalidRequest, "Not Acceptable: Accept must include application/json and text/event-stream")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			httpError(w, http.StatusRequestEntityTooLarge, CodeInvalidRequest, "Request Entity Too Large: the body exceeds "+itoa(h.opts.MaxBodyBytes)+" bytes")
-			return
+	body, status, msg := readBody(w, r, h.opts.MaxBodyBytes, h.srv.opts.Limits.BodyReadTimeout)
+	if status != 0 {
+		code := CodeInvalidRequest
+		if status == http.StatusBadRequest {
+			code = CodeParseError
 		}
-		httpError(w, http.StatusBadRequest, CodeParseError, "Bad Request: reading body: "+err.Error())
+		httpError(w, status, code, msg)
 		return
 	}
-	msgs, batch, rpcErr := DecodeMessages(body)
+	msgs, bad, batch, rpcErr := decodeBatch(body)
+	if rpcErr == nil && len(bad) > 0 && !batch {
+		rpcErr = bad[0].err
+	}
 	if rpcErr != nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		w.Write(encodeResponse(nil, nil, rpcErr))
 		return
 	}
-	if r.Header.Get("Mcp-Session-Id") == "" && !batch && carriesStatelessMeta(msgs[0]) {
-		// A 2026-era request without the version header: it is not a
-		// session request missing its session id.
-		writeJSON(w, http.StatusBadRequest, encodeResponse(msgs[0].ID, nil, Errorf(CodeHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required")))
+	if v, ok := statelessMetaVersion(msgs[0]); ok && msgs[0].Method != "initialize" && r.Header.Get("Mcp-Session-Id") == "" && !batch {
+		// A 2026-era request without the version header, or with a
+		// 2025-era one: not a session request missing its session id.
+		msg := "Header mismatch: the MCP-Protocol-Version header is required"
+		if hv := r.Header.Get("Mcp-Protocol-Version"); hv != "" {
+			msg = "Header mismatch: MCP-Protocol-Version " + hv + " differs from _meta protocolVersion " + v
+		}
+		writeJSON(w, http.StatusBadRequest, encodeResponse(msgs[0].ID, nil, &Error{Code: CodeHeaderMismatch, Message: msg}))
 		return
 	}
 	for _, m := range msgs {
 		if m.Method == "initialize" {
 			if batch {
 				httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: initialize must not be part of a batch")
+				return
+			}
+			if r.Header.Get("Mcp-Session-Id") != "" {
+				httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: initialize must not carry an Mcp-Session-Id (it starts a new session)")
+				return
+			}
+			if ok, retry := h.rate.allow(r.Context(), "sessions/"+principal, h.srv.opts.Limits.MaxSessionsPerHour, time.Hour); !ok {
+				rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxSessionsPerHour))+" new sessions per hour")
 				return
 			}
 			h.serveInitialize(w, r, principal, m)
@@ -310,6 +351,12 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 	if batch && !version(ss.ProtocolVersion()).allowsBatch() {
 		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: JSON-RPC batches are not supported in protocol version "+ss.ProtocolVersion()+" (only 2025-03-26 allows them)")
 		return
+	}
+	// An invalid batch member gets an error response of its own; the
+	// others are served (JSON-RPC 2.0).
+	var badOut [][]byte
+	for _, b := range bad {
+		badOut = append(badOut, encodeResponse(b.id, nil, b.err))
 	}
 	// Registry changes since the session was last told go into its GET
 	// stream log now, even if it has no stream open: they wait there.
@@ -342,14 +389,23 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		}
 	}
 	h.srv.touch(ctx, ss)
-	if len(requests) == 0 {
+	if len(requests) == 0 && len(badOut) == 0 {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	if len(requests) > 0 {
+		if !h.inflight.acquire(ss.ID(), h.srv.opts.Limits.MaxInFlightPerSession, h.srv.opts.Limits.MaxInFlight) {
+			tooMany(w, "too many requests in flight for this session or server; retry later")
+			return
+		}
+	}
 	if batch {
+		if len(requests) > 0 {
+			defer h.inflight.release(ss.ID())
+		}
 		// Batch members answer together in one JSON array; their related
 		// messages go to the session's GET stream.
-		var out [][]byte
+		out := badOut
 		for _, m := range requests {
 			if resp := h.srv.runRequest(context.WithoutCancel(ctx), ss, m, nil); resp != nil {
 				out = append(out, resp)
@@ -375,7 +431,10 @@ func (h *StreamableHandler) serveInitialize(w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		var rpcErr *Error
 		status := http.StatusBadRequest
-		if !errors.As(err, &rpcErr) {
+		if errors.Is(err, notify.ErrTooLarge) {
+			rpcErr = Errorf(CodeInvalidParams, "invalid params: the session profile is too large to store")
+			status = http.StatusRequestEntityTooLarge
+		} else if !errors.As(err, &rpcErr) {
 			rpcErr = h.srv.internalError(r.Context(), "initialize failed", err)
 			status = http.StatusInternalServerError
 		}
@@ -403,12 +462,16 @@ func (h *StreamableHandler) serveRequest(w http.ResponseWriter, r *http.Request,
 	}
 	h.streams.Add(1)
 	defer h.streams.Done()
-	// A client that disconnects does not cancel the request (only
-	// notifications/cancelled does); the request finishes and its
-	// response waits in the log.
-	ctx := context.WithoutCancel(r.Context())
+	// A client that disconnects holding an event id may resume: the
+	// request goes on and its response waits in the log. One that leaves
+	// before it saw an event id never could, so the request is cancelled.
+	ctx, abandon := context.WithCancel(context.WithoutCancel(r.Context()))
 	done := make(chan []byte, 1)
-	go func() { done <- h.srv.runRequest(ctx, ss, m, out) }()
+	go func() {
+		defer h.inflight.release(ss.ID())
+		done <- h.srv.runRequest(ctx, ss, m, out)
+	}()
+	gone := r.Context().Done()
 
 	upgrade := time.NewTimer(h.opts.SSEAfter)
 	defer upgrade.Stop()
@@ -423,6 +486,7 @@ func (h *StreamableHandler) serveRequest(w http.ResponseWriter, r *http.Request,
 		select {
 		case resp := <-done:
 			out.finish(ctx, resp)
+			abandon()
 			return
 		case <-upgrade.C:
 			out.upgrade()
@@ -432,11 +496,22 @@ func (h *StreamableHandler) serveRequest(w http.ResponseWriter, r *http.Request,
 		case <-closing:
 			closing = nil
 			out.detach()
+		case <-gone:
+			gone = nil
+			out.mu.Lock()
+			resumable := out.hasID
+			out.mu.Unlock()
+			if !resumable {
+				abandon()
+			}
 		case <-out.detached:
 			// The stream was closed with retry: before the request ended;
 			// the request goes on and logs its response for the client
 			// to resume with Last-Event-ID.
-			go func() { out.finish(ctx, <-done) }()
+			go func() {
+				defer abandon()
+				out.finish(ctx, <-done)
+			}()
 			return
 		}
 	}
@@ -486,14 +561,20 @@ type outStream struct {
 	detachOnce sync.Once
 }
 
-// upgradeLocked switches the response to SSE. Caller holds o.mu.
-func (o *outStream) upgradeLocked() {
+// upgradeLocked switches the response to SSE. Caller holds o.mu. Unless
+// a message is about to be logged (sending), the stream's log gets an
+// open record first, so that a resume from the priming event id finds a
+// stream that exists.
+func (o *outStream) upgradeLocked(sending bool) {
 	if o.isSSE || o.wireGone {
 		return
 	}
 	o.isSSE = true
 	o.sse.start()
 	if version(o.session.ProtocolVersion()).primesStreams() {
+		if !sending {
+			o.logOpen()
+		}
 		// Priming event: the client can resume from here even if the
 		// stream breaks before the first message.
 		if err := o.sse.prime(eventID(o.streamID, 0), o.h.opts.RetryInterval); err != nil {
@@ -506,14 +587,14 @@ func (o *outStream) upgradeLocked() {
 func (o *outStream) upgrade() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.upgradeLocked()
+	o.upgradeLocked(false)
 }
 
 // send logs msg on the stream and writes it to the client.
 func (o *outStream) send(ctx context.Context, msg []byte) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.upgradeLocked()
+	o.upgradeLocked(true)
 	return o.emitLocked(ctx, msg)
 }
 
@@ -565,7 +646,7 @@ func (o *outStream) finish(ctx context.Context, resp []byte) {
 // event): closing then would lose the response.
 func (o *outStream) detach() {
 	o.mu.Lock()
-	o.upgradeLocked()
+	o.upgradeLocked(false)
 	if !o.hasID && !o.wireGone {
 		o.mu.Unlock()
 		return

@@ -7,7 +7,8 @@ import (
 )
 
 // compileTemplate turns an RFC 6570 level-1 URI template into a regexp:
-// each {var} matches one or more characters other than '/'.
+// each {var} matches one or more characters other than '/', '?' and '#'
+// (a query or fragment is not part of a variable).
 func compileTemplate(tmpl string) (*regexp.Regexp, error) {
 	var b strings.Builder
 	b.WriteString("^")
@@ -27,7 +28,7 @@ func compileTemplate(tmpl string) (*regexp.Regexp, error) {
 			return nil, fmt.Errorf("bad variable %q in %q", name, tmpl)
 		}
 		b.WriteString(regexp.QuoteMeta(rest[:i]))
-		b.WriteString(`(?P<` + sanitizeGroup(name) + `>[^/]+)`)
+		b.WriteString(`(?P<` + sanitizeGroup(name) + `>[^/?#]+)`)
 		rest = rest[i+j+1:]
 	}
 	b.WriteString("$")

@@ -39,6 +39,10 @@ func AddTool[In, Out any](s *Server, t *Tool, h TypedToolHandler[In, Out]) {
 			if errors.As(err, &rpcErr) {
 				return nil, rpcErr
 			}
+			var ir *InputRequired
+			if errors.As(err, &ir) {
+				return nil, err // a 2026-era question for the client
+			}
 			if ctx.Err() != nil || isInternal(err) {
 				return nil, err // cancelled: no tool result either; internal: an error id
 			}

@@ -37,6 +37,26 @@ func CheckAppend(sessionID, streamID string, data [][]byte, opts *AppendOptions)
 	return nil
 }
 
+// MaxURIBytes bounds a subscription URI; both stores refuse a longer one
+// with ErrTooLarge, so that a subscription costs the same bounded storage
+// on both.
+const MaxURIBytes = 2048
+
+// CheckSubscription validates the arguments of Subscribe and Unsubscribe
+// the same way for every implementation: an empty session id or URI is
+// ErrInvalid, a URI over MaxURIBytes is ErrTooLarge.
+func CheckSubscription(sessionID, uri string) error {
+	switch {
+	case sessionID == "":
+		return fmt.Errorf("%w: empty session id", ErrInvalid)
+	case uri == "":
+		return fmt.Errorf("%w: empty URI", ErrInvalid)
+	case len(uri) > MaxURIBytes:
+		return fmt.Errorf("%w: URI of %d bytes, limit %d", ErrTooLarge, len(uri), MaxURIBytes)
+	}
+	return nil
+}
+
 // Stores keep times as Unix nanoseconds, the zero time.Time as 0. Times
 // outside the range of int64 nanoseconds (years 1678 to 2262) are clamped.
 var (

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -93,10 +92,6 @@ type LambdaHandler struct {
 	other *mcp.StreamableHandler
 	mux   *http.ServeMux
 }
-
-// ErrBadOption is wrapped by the errors of NewLambdaHandler and
-// OptionsFromEnv for a mode or auth value they do not know.
-var ErrBadOption = errors.New("serve: bad option")
 
 // NewLambdaHandler returns the handler serving srv in Lambda. Call it once,
 // at init, outside the invocation handler, so every invocation of a
@@ -318,10 +313,6 @@ func (w *lambdaWriter) isSSE() bool {
 func isMessageEvent(p []byte) bool {
 	return bytes.HasPrefix(p, []byte("data: {")) || bytes.Contains(p, []byte("\ndata: {"))
 }
-
-// ErrNoIAMCaller is the error of a request without an IAM signer when the
-// function expects one (AuthIAM).
-var ErrNoIAMCaller = errors.New("no IAM caller in the request context (is the Function URL's AuthType AWS_IAM?)")
 
 // IAMAuthenticator is the mcp.Authenticator of a function behind a
 // Function URL (or HTTP API route) with AWS_IAM auth: Lambda has checked

@@ -75,7 +75,9 @@ type LocalOptions struct {
 // HTTP server until ctx is done (a SIGTERM or an interrupt, with
 // signal.NotifyContext), then shuts down gracefully: open streams end with
 // "retry:" so clients reconnect elsewhere, and in-flight requests get
-// ShutdownTimeout to finish. It returns nil after a graceful shutdown.
+// ShutdownTimeout to finish; connections still open then (a stream of a
+// session before 2025-11-25 cannot end with "retry:") are closed. It
+// returns nil after a shutdown, an error only when serving fails.
 func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) error {
 	if opts == nil {
 		opts = &LocalOptions{}
@@ -111,7 +113,12 @@ func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) er
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Slow clients cannot hold connections: headers within 10s, a POST
+	// body within mcp.Limits.BodyReadTimeout (set by the handler, which
+	// lifts it for the SSE stream that may follow), idle keep-alive
+	// connections 2 minutes. No ReadTimeout or WriteTimeout: they would
+	// cut long-lived streams.
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	logger.Info("serving MCP", "url", "http://"+ln.Addr().String()+"/mcp")
@@ -129,7 +136,14 @@ func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) er
 	sctx, cancel := context.WithTimeout(context.Background(), shutdown)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		// A stream that cannot be closed with retry: (a session before
+		// 2025-11-25 has no event id to resume from) is cut: still a
+		// normal end.
+		logger.Warn("shutting down: closing the connections still open", "after", shutdown)
+		hs.Close()
 	}
 	handler.Close()
 	return nil
@@ -154,7 +168,8 @@ func NewLogger(w io.Writer) *slog.Logger {
 //	MCPUSH_MAX_GET_STREAM    a Go duration bounding GET streams in Lambda
 //	MCPUSH_STREAM_HOLD       how long an idle GET stream stays open (default 5s)
 //
-// Both loggers are logger. Bad values are errors wrapping ErrBadOption.
+// logger becomes the logger of both modes. Bad values are errors wrapping
+// ErrBadOption.
 func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, error) {
 	maxGET, err := DurationEnv(getenv, "MCPUSH_MAX_GET_STREAM")
 	if err != nil {

@@ -47,8 +47,8 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 	}
 	var subs []string
 	for _, uri := range sess.Subscriptions {
-		if uri == "" {
-			return invalid("empty subscription URI")
+		if err := notify.CheckSubscription(sess.ID, uri); err != nil {
+			return err
 		}
 		if !slices.Contains(subs, uri) {
 			subs = append(subs, uri)
@@ -480,13 +480,7 @@ func (s *Store) Unsubscribe(ctx context.Context, sessionID, uri string) (err err
 }
 
 func checkSubscription(sessionID, uri string) error {
-	if sessionID == "" {
-		return invalid("empty session id")
-	}
-	if uri == "" {
-		return invalid("empty URI")
-	}
-	return nil
+	return notify.CheckSubscription(sessionID, uri)
 }
 
 // subscription runs writes in one transaction with a check that the

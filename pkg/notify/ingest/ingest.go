@@ -115,7 +115,7 @@ func (in *Ingester) Handle(ctx context.Context, ev events.SNSEvent) (Summary, er
 		case err != nil:
 			sum.Rejected++
 			id := sns.MessageID
-			if id == "" {
+			if id == "" || len(id) > MaxMessageIDLen {
 				id = fmt.Sprintf("Records[%d]", i)
 			}
 			rejected = append(rejected, id)
@@ -135,9 +135,18 @@ func (in *Ingester) Handle(ctx context.Context, ev events.SNSEvent) (Summary, er
 	return sum, nil
 }
 
+// MaxMessageIDLen is the longest SNS MessageId accepted (SNS sends
+// 36-character UUIDs); a longer one is rejected and stored nowhere.
+const MaxMessageIDLen = 128
+
 // handle processes one record and reports whether it was a duplicate.
 // Errors are logged here.
 func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup bool, err error) {
+	if len(sns.MessageID) > MaxMessageIDLen {
+		err := invalidf("MessageId", "%d bytes, more than %d (SNS MessageIds are UUIDs)", len(sns.MessageID), MaxMessageIDLen)
+		in.logger.LogAttrs(ctx, slog.LevelError, "SNS record rejected", slog.String("err", err.Error()))
+		return false, err
+	}
 	attrs := []slog.Attr{slog.String("messageId", sns.MessageID), slog.String("topicArn", sns.TopicArn)}
 	defer func() {
 		if err != nil {

@@ -286,6 +286,25 @@ func TestSummaryJSON(t *testing.T) {
 	}
 }
 
+// TestHandleLongMessageID (issue 12, finding 11): a MessageId longer than
+// MaxMessageIDLen is rejected, stored nowhere, and not echoed.
+func TestHandleLongMessageID(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	in := New(st, nil)
+	long := strings.Repeat("m", 1<<20)
+	sum, err := in.Handle(ctx, snsEvent(record(long, ordersARN, `{"type":"event","topic":"orders","data":1}`)))
+	if err == nil || sum.Rejected != 1 {
+		t.Fatalf("a 1 MB MessageId: summary %+v, err %v; want rejected", sum, err)
+	}
+	if len(err.Error()) > 1000 || len(strings.Join(sum.Errors, "")) > 1000 {
+		t.Errorf("the rejection echoes the MessageId: %d bytes", len(err.Error()))
+	}
+	if got := topicEvents(t, st, "orders"); len(got) != 0 {
+		t.Errorf("orders has %d events, want none", len(got))
+	}
+}
+
 // TestHandleTools: Options.Tools lists the tools a tools registry item may
 // name; by default the BuiltinTools. A refused item stores nothing.
 func TestHandleTools(t *testing.T) {

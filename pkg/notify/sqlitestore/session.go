@@ -23,8 +23,8 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 		return err
 	}
 	for _, uri := range sess.Subscriptions {
-		if uri == "" {
-			return invalid("empty subscription URI")
+		if err := notify.CheckSubscription(sess.ID, uri); err != nil {
+			return err
 		}
 	}
 	for kind := range sess.NotifiedHashes {
@@ -218,11 +218,8 @@ func (s *Store) Unsubscribe(ctx context.Context, sessionID, uri string) (err err
 }
 
 func (s *Store) subscription(ctx context.Context, stmt *sql.Stmt, sessionID, uri string) error {
-	if sessionID == "" {
-		return invalid("empty session id")
-	}
-	if uri == "" {
-		return invalid("empty URI")
+	if err := notify.CheckSubscription(sessionID, uri); err != nil {
+		return err
 	}
 	now := toNanos(s.now())
 	return s.write(ctx, func(tx *sql.Tx) error {

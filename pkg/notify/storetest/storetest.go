@@ -71,6 +71,8 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"RegistryKinds", testRegistryKinds},
 		{"Invalid", testInvalid},
 		{"TooLarge", testTooLarge},
+		{"URILimit", testURILimit},
+		{"RateCounter", testRateCounter},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentConditions", testConcurrentConditions},
 		{"ConcurrentTopics", testConcurrentTopics},

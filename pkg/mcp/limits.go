@@ -1,0 +1,161 @@
+package mcp
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// Limits bound what one client can make a server hold or produce. Every
+// limit is checked before anything is stored; a client over a limit gets
+// an error that names it. Zero fields mean the defaults (DefaultLimits).
+type Limits struct {
+	// MaxClientInfoBytes bounds the capabilities and clientInfo of an
+	// initialize request together, as JSON (-32602 beyond it).
+	MaxClientInfoBytes int
+	// MaxPromptArgumentBytes bounds each argument of prompts/get (-32602).
+	MaxPromptArgumentBytes int
+	// MaxPromptBytes bounds the rendered text of a registry prompt
+	// (-32602): placeholders cannot multiply an argument without bound.
+	MaxPromptBytes int
+	// MaxSubscriptionURIBytes bounds a resources/subscribe URI (-32602).
+	// It is at most notify.MaxURIBytes, which both stores enforce.
+	MaxSubscriptionURIBytes int
+	// MaxSubscriptions bounds the subscriptions of one session (-32602).
+	MaxSubscriptions int
+	// MaxInFlightPerSession bounds the requests of one session running at
+	// once on one process (HTTP 429 with Retry-After beyond it).
+	MaxInFlightPerSession int
+	// MaxInFlight bounds the requests running at once on one process, all
+	// sessions together (HTTP 429 with Retry-After beyond it).
+	MaxInFlight int
+	// MaxStreamsPerSession bounds the SSE streams (GET and resumed) of
+	// one session open at once on one process (HTTP 429 beyond it).
+	MaxStreamsPerSession int
+	// BodyReadTimeout bounds the time to read a POST body where the
+	// transport allows it (the local HTTP server): a body trickled slower
+	// gets HTTP 408.
+	BodyReadTimeout time.Duration
+	// MaxRequestsPerMinute bounds the HTTP requests of one principal per
+	// minute (a fixed window), over all processes sharing the store
+	// (HTTP 429 with Retry-After beyond it).
+	MaxRequestsPerMinute int
+	// MaxSessionsPerHour bounds the sessions one principal creates per
+	// hour (a fixed window), over all processes sharing the store (HTTP
+	// 429 with Retry-After beyond it). With the idle timeout this bounds
+	// the sessions, subscriptions and stored bytes a principal holds.
+	MaxSessionsPerHour int
+}
+
+// DefaultLimits are the limits of a server whose options leave them zero.
+var DefaultLimits = Limits{
+	MaxClientInfoBytes:      64 << 10,
+	MaxPromptArgumentBytes:  64 << 10,
+	MaxPromptBytes:          1 << 20,
+	MaxSubscriptionURIBytes: 1024,
+	MaxSubscriptions:        100,
+	MaxInFlightPerSession:   16,
+	MaxInFlight:             256,
+	MaxStreamsPerSession:    4,
+	BodyReadTimeout:         30 * time.Second,
+	MaxRequestsPerMinute:    6000,
+	MaxSessionsPerHour:      1000,
+}
+
+// withDefaults returns l with every zero (or negative) field set to its
+// default, and URIs capped at what the stores accept.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	set := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&l.MaxClientInfoBytes, d.MaxClientInfoBytes)
+	set(&l.MaxPromptArgumentBytes, d.MaxPromptArgumentBytes)
+	set(&l.MaxPromptBytes, d.MaxPromptBytes)
+	set(&l.MaxSubscriptionURIBytes, d.MaxSubscriptionURIBytes)
+	set(&l.MaxSubscriptions, d.MaxSubscriptions)
+	set(&l.MaxInFlightPerSession, d.MaxInFlightPerSession)
+	set(&l.MaxInFlight, d.MaxInFlight)
+	set(&l.MaxStreamsPerSession, d.MaxStreamsPerSession)
+	set(&l.MaxRequestsPerMinute, d.MaxRequestsPerMinute)
+	set(&l.MaxSessionsPerHour, d.MaxSessionsPerHour)
+	if l.BodyReadTimeout <= 0 {
+		l.BodyReadTimeout = d.BodyReadTimeout
+	}
+	l.MaxSubscriptionURIBytes = min(l.MaxSubscriptionURIBytes, notify.MaxURIBytes)
+	return l
+}
+
+// gauge counts what is open at once, in all and per key, against bounds.
+// Safe for concurrent use.
+type gauge struct {
+	mu    sync.Mutex
+	total int
+	byKey map[string]int
+}
+
+// acquire takes one slot for key unless that would exceed perKey for the
+// key or total in all (total 0: no overall bound). It reports whether it
+// took one; a taken slot is given back with release.
+func (g *gauge) acquire(key string, perKey, total int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byKey == nil {
+		g.byKey = map[string]int{}
+	}
+	if g.byKey[key] >= perKey || (total > 0 && g.total >= total) {
+		return false
+	}
+	g.byKey[key]++
+	g.total++
+	return true
+}
+
+func (g *gauge) release(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byKey[key]--; g.byKey[key] <= 0 {
+		delete(g.byKey, key)
+	}
+	g.total--
+}
+
+// tooMany answers 429 with Retry-After: the client may try again soon.
+func tooMany(w http.ResponseWriter, msg string) {
+	w.Header().Set("Retry-After", "1")
+	httpError(w, http.StatusTooManyRequests, CodeInvalidRequest, "Too Many Requests: "+msg)
+}
+
+// readBody reads a POST body within max bytes and, where the transport
+// supports read deadlines, within timeout. The error is what to answer:
+// 413, 408 or 400.
+func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, int, string) {
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err == nil {
+		if deadline {
+			rc.SetReadDeadline(time.Time{}) // the stream that may follow is not bound by it
+		}
+		return body, 0, ""
+	}
+	// The deadline stays: the server must not wait for the rest of a
+	// trickled body before it answers and closes.
+	w.Header().Set("Connection", "close")
+	var tooBig *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, http.StatusRequestEntityTooLarge, "Request Entity Too Large: the body exceeds " + itoa(max) + " bytes"
+	case errors.As(err, &ne) && ne.Timeout():
+		return nil, http.StatusRequestTimeout, "Request Timeout: the body was not read within " + timeout.String()
+	}
+	return nil, http.StatusBadRequest, "Bad Request: reading body: " + err.Error()
+}

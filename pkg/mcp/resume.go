@@ -1,0 +1,49 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// streamOpen is the control record that starts the log of a POST stream
+// whose client got an event id (the priming event) before any message
+// was logged: it makes the stream known to a resume.
+var streamOpen = []byte(`{"mcpush/control":"open"}`)
+
+// logOpen appends streamOpen to the stream's log. Caller holds o.mu.
+func (o *outStream) logOpen() {
+	ctx := context.Background()
+	if _, _, err := o.h.srv.store.Append(ctx, o.session.ID(), o.streamID, [][]byte{streamOpen}, nil); err != nil {
+		o.h.srv.log.WarnContext(ctx, "logging stream start", "session", o.session.ID(), "stream", o.streamID, "err", err)
+	}
+}
+
+// checkResume reports whether a resume of a POST stream after seq can
+// deliver anything: the stream must exist, after must be an event of it
+// (0: its priming event) and not its last one, the response. Otherwise it
+// answers 404 and reports false: a resume of an unknown stream, or past
+// a finished one, must not poll forever. One store read.
+func (h *StreamableHandler) checkResume(ctx context.Context, w http.ResponseWriter, ss *ServerSession, stream string, after int64) bool {
+	from := max(after-1, 0)
+	evs, err := h.srv.store.ReadEvents(ctx, ss.ID(), stream, from, 2)
+	if err != nil {
+		if errors.Is(err, notify.ErrNotFound) {
+			httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
+			return false
+		}
+		h.srv.log.ErrorContext(ctx, "reading stream log", "session", ss.ID(), "err", err)
+		httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: reading stream log")
+		return false
+	}
+	ok := len(evs) > 0
+	if ok && after > 0 {
+		ok = evs[0].Seq == after && !isResponse(evs[0].Data)
+	}
+	if !ok {
+		httpError(w, http.StatusNotFound, CodeInvalidRequest, "Not Found: no stream to resume at this Last-Event-ID")
+	}
+	return ok
+}
