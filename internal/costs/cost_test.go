@@ -36,6 +36,8 @@ type backend struct {
 	store notify.Store
 	tally *tally
 	unit  string // what one counted request is
+	// The counted requests that read a session and the registry hashes.
+	sessionRead, registryRead string
 }
 
 func backends(tb testing.TB) []backend {
@@ -57,8 +59,8 @@ func backends(tb testing.TB) []backend {
 		o.APIOptions = append(o.APIOptions, dt.middleware)
 	})
 	return []backend{
-		{"sqlite", &countingStore{Store: sq, t: st}, st, "Store call"},
-		{"dynamodb", dynamostore.New(counted, table, nil), dt, "DynamoDB API call"},
+		{"sqlite", &countingStore{Store: sq, t: st}, st, "Store call", "GetSession", "RegistryHashes"},
+		{"dynamodb", dynamostore.New(counted, table, nil), dt, "DynamoDB API call", "Query", "GetItem"},
 	}
 }
 

@@ -52,6 +52,13 @@ func (t *tally) counts() (reads, writes int, desc string) {
 	return reads, writes, strings.Join(parts, " ")
 }
 
+// count returns how many op requests were counted.
+func (t *tally) count(op string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ops[op]
+}
+
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // middleware counts every DynamoDB operation the SDK starts (once per

@@ -178,7 +178,11 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 			err error
 		)
 		if stream == getStream {
-			evs, err = h.srv.pollGetLog(ctx, ss, after, first)
+			age := h.srv.opts.RegistryRefresh
+			if first && idle {
+				age = max(age, idleRegistryAge) // an idle reconnection's one check
+			}
+			evs, err = h.srv.pollGetLog(ctx, ss, after, first, age)
 			lastCheck = time.Now()
 		} else {
 			evs, err = store.ReadEvents(ctx, ss.ID(), stream, after, readBatch)
@@ -257,14 +261,22 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 	}
 }
 
+// idleRegistryAge is how old this process's registry hashes may be for an
+// idle stream's reconnection: trusting them that long, instead of
+// RegistryRefresh, keeps a lone idle client (one reconnection a second on
+// an instance that serves nothing else) from costing a registry read per
+// reconnection. Its list_changed arrives within about this long.
+const idleRegistryAge = 10 * time.Second
+
 // pollGetLog is one poll of a session's GET stream log (a GET stream's or
 // a listen stream's): it returns up to readBatch events after after. It
 // reads the session (one read, which reports the log's head and refreshes
 // ss's state) unless fresh says ss's state was just read, puts any
 // list_changed due into the log (from this process's cached registry
-// hashes), and reads the log only when it has something after after. An
-// idle poll is thus one read. ErrNotFound when the session is gone.
-func (s *Server) pollGetLog(ctx context.Context, ss *ServerSession, after int64, fresh bool) ([]notify.Event, error) {
+// hashes, up to registryAge old), and reads the log only when it has
+// something after after. An idle poll is thus one read. ErrNotFound when
+// the session is gone.
+func (s *Server) pollGetLog(ctx context.Context, ss *ServerSession, after int64, fresh bool, registryAge time.Duration) ([]notify.Event, error) {
 	read := false
 	if !fresh {
 		st, err := s.store.GetSession(ctx, ss.ID())
@@ -282,7 +294,7 @@ func (s *Server) pollGetLog(ctx context.Context, ss *ServerSession, after int64,
 		}
 	}
 	notified := maps.Clone(ss.state.NotifiedHashes)
-	if err := s.notifyChanges(ctx, ss); err != nil && ctx.Err() == nil {
+	if err := s.notifyChangesAged(ctx, ss, registryAge); err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "checking registry changes", "session", ss.ID(), "err", err)
 	}
 	if !read && ss.state.StreamHead <= after && maps.Equal(notified, ss.state.NotifiedHashes) {

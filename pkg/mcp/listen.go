@@ -229,7 +229,7 @@ func (l *listenStream) result() []byte {
 // that a full batch was read.
 func (l *listenStream) next(ctx context.Context) (msgs [][]byte, cancelled, more bool, err error) {
 	// One read when there is nothing new (see pollGetLog).
-	evs, err := l.srv.pollGetLog(ctx, l.sess, l.after, false)
+	evs, err := l.srv.pollGetLog(ctx, l.sess, l.after, false, l.srv.opts.RegistryRefresh)
 	if err != nil {
 		return nil, false, false, err
 	}

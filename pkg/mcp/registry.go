@@ -46,13 +46,19 @@ type registryCache struct {
 
 // registryHashes returns the current hashes: read from the store when
 // fresh is set or nothing is cached yet, otherwise the cached ones,
-// renewed in the background when they are stale.
+// renewed in the background when they are older than RegistryRefresh.
 func (s *Server) registryHashes(ctx context.Context, fresh bool) (map[string]string, error) {
+	return s.registryHashesAged(ctx, fresh, s.opts.RegistryRefresh)
+}
+
+// registryHashesAged is registryHashes renewing the cache in the
+// background only when it is older than maxAge.
+func (s *Server) registryHashesAged(ctx context.Context, fresh bool, maxAge time.Duration) (map[string]string, error) {
 	c := &s.regs
 	c.mu.Lock()
 	if !fresh && c.hashes != nil {
 		h := c.hashes
-		if s.opts.Now().Sub(c.fetched) >= s.opts.RegistryRefresh && !c.refreshing {
+		if s.opts.Now().Sub(c.fetched) >= maxAge && !c.refreshing {
 			c.refreshing = true
 			go func() {
 				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -135,10 +141,16 @@ func (s *Server) registry(ctx context.Context, kind string) (map[string]json.Raw
 // between two checks coalesce into one notification, and a change back to
 // the notified hash sends none.
 func (s *Server) notifyChanges(ctx context.Context, ss *ServerSession) error {
+	return s.notifyChangesAged(ctx, ss, s.opts.RegistryRefresh)
+}
+
+// notifyChangesAged is notifyChanges trusting this process's registry
+// hashes up to maxAge old (an idle stream's reconnection: see pollGetLog).
+func (s *Server) notifyChangesAged(ctx context.Context, ss *ServerSession, maxAge time.Duration) error {
 	if !s.opts.DynamicRegistries {
 		return nil
 	}
-	hashes, err := s.registryHashes(ctx, false)
+	hashes, err := s.registryHashesAged(ctx, false, maxAge)
 	if err != nil {
 		return err
 	}
