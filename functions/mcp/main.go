@@ -128,6 +128,7 @@ func run(logger *slog.Logger) error {
 		{"MCPUSH_MAX_STREAMS_PER_SESSION", &opts.Limits.MaxStreamsPerSession},
 		{"MCPUSH_MAX_REQUESTS_PER_MINUTE", &opts.Limits.MaxRequestsPerMinute},
 		{"MCPUSH_MAX_SESSIONS_PER_HOUR", &opts.Limits.MaxSessionsPerHour},
+		{"MCPUSH_MAX_SESSIONS_PER_PRINCIPAL", &opts.Limits.MaxSessionsPerPrincipal},
 	} {
 		if *l.dst, err = intEnv(l.name); err != nil {
 			return err

@@ -42,7 +42,9 @@
 // tokens, prompt arguments and renderings, subscriptions per session,
 // requests and streams in flight, and, counted in the store across
 // processes when it implements notify.RateCounter, each principal's
-// request rate and session creations (429 with Retry-After).
+// request rate and session creations, and, when it implements
+// notify.SessionCounter, each principal's live sessions (429 with
+// Retry-After).
 //
 // Package serve runs a Server in AWS Lambda or as a local HTTP server;
 // package eventtools adds mcpush's event tools.

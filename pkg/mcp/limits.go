@@ -50,6 +50,12 @@ type Limits struct {
 	// 429 with Retry-After beyond it). With the idle timeout this bounds
 	// the sessions, subscriptions and stored bytes a principal holds.
 	MaxSessionsPerHour int
+	// MaxSessionsPerPrincipal bounds the live sessions of one principal,
+	// over all processes sharing the store, when the store implements
+	// notify.SessionCounter (both stores do): initialize beyond it gets
+	// HTTP 429 with Retry-After and stores nothing. With the per-session
+	// bounds it bounds what a principal holds (README, Limits).
+	MaxSessionsPerPrincipal int
 }
 
 // DefaultLimits are the limits of a server whose options leave them zero.
@@ -65,6 +71,7 @@ var DefaultLimits = Limits{
 	BodyReadTimeout:         30 * time.Second,
 	MaxRequestsPerMinute:    6000,
 	MaxSessionsPerHour:      1000,
+	MaxSessionsPerPrincipal: 100,
 }
 
 // withDefaults returns l with every zero (or negative) field set to its
@@ -86,6 +93,7 @@ func (l Limits) withDefaults() Limits {
 	set(&l.MaxStreamsPerSession, d.MaxStreamsPerSession)
 	set(&l.MaxRequestsPerMinute, d.MaxRequestsPerMinute)
 	set(&l.MaxSessionsPerHour, d.MaxSessionsPerHour)
+	set(&l.MaxSessionsPerPrincipal, d.MaxSessionsPerPrincipal)
 	if l.BodyReadTimeout <= 0 {
 		l.BodyReadTimeout = d.BodyReadTimeout
 	}

@@ -41,6 +41,7 @@ type InputRequired struct {
 	answers map[string]json.RawMessage
 }
 
+// Error implements error; it names the keys of the input requests.
 func (e *InputRequired) Error() string {
 	keys := make([]string, 0, len(e.Requests))
 	for k := range e.Requests {

@@ -340,6 +340,9 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 				rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxSessionsPerHour))+" new sessions per hour")
 				return
 			}
+			if !h.allowSession(r.Context(), w, principal) {
+				return
+			}
 			h.serveInitialize(w, r, principal, m)
 			return
 		}

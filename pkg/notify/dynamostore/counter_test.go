@@ -50,7 +50,7 @@ func TestRequestCounts(t *testing.T) {
 		do   func()
 		want map[string]int64
 	}{
-		{"CreateSession", func() { must(st.CreateSession(ctx, sess("s"))) }, ops("PutItem", 1)},
+		{"CreateSession", func() { must(st.CreateSession(ctx, sess("s"))) }, ops("TransactWriteItems", 1)},
 		{"CreateSession with subscriptions", func() { must(st.CreateSession(ctx, sess("t", "u"))) }, ops("TransactWriteItems", 1)},
 		{"GetSession", func() { must2(st.GetSession(ctx, "t")) }, ops("Query", 1)},
 		{"UpdateSession", func() {

@@ -32,8 +32,9 @@ const (
 	maxTransactItems = 100
 )
 
-// CreateSession implements notify.Store with one PutItem, or one
-// TransactWriteItems when the session starts with subscriptions (at most
+// CreateSession implements notify.Store with one TransactWriteItems: the
+// session item, the entry of its principal's session index
+// (CountSessions) and its subscriptions, if it starts with any (at most
 // 49). An expired session with the same id counts as gone: it is replaced,
 // after everything it owned is deleted. A zero ExpiresAt is refused with
 // notify.ErrInvalid.
@@ -54,8 +55,8 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 			subs = append(subs, uri)
 		}
 	}
-	if n := 1 + 2*len(subs); n > maxTransactItems {
-		return fmt.Errorf("%w: %d subscriptions; a session starts with at most %d", notify.ErrTooLarge, len(subs), (maxTransactItems-1)/2)
+	if n := 2 + 2*len(subs); n > maxTransactItems {
+		return fmt.Errorf("%w: %d subscriptions; a session starts with at most %d", notify.ErrTooLarge, len(subs), (maxTransactItems-2)/2)
 	}
 	hashes := make(map[string]types.AttributeValue, len(sess.NotifiedHashes))
 	for kind, h := range sess.NotifiedHashes {
@@ -90,27 +91,17 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 		var at attempts
 		var e expr
 		cond := "attribute_not_exists(" + e.n(attrPK) + ")"
-		if len(subs) == 0 {
-			_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
-				TableName:                           s.table,
-				Item:                                meta,
-				ConditionExpression:                 aws.String(cond),
-				ExpressionAttributeNames:            e.namesOrNil(),
-				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			}, at.option)
-		} else {
-			items := []types.TransactWriteItem{{Put: &types.Put{
-				TableName:                           s.table,
-				Item:                                meta,
-				ConditionExpression:                 aws.String(cond),
-				ExpressionAttributeNames:            e.namesOrNil(),
-				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			}}}
-			for _, uri := range subs {
-				items = append(items, s.subscriptionPuts(sess.ID, uri)...)
-			}
-			err = s.transact(ctx, items, &at)
+		items := []types.TransactWriteItem{{Put: &types.Put{
+			TableName:                           s.table,
+			Item:                                meta,
+			ConditionExpression:                 aws.String(cond),
+			ExpressionAttributeNames:            e.namesOrNil(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}}, s.principalPut(sess)}
+		for _, uri := range subs {
+			items = append(items, s.subscriptionPuts(sess.ID, uri)...)
 		}
+		err = s.transact(ctx, items, &at)
 		if err == nil {
 			return nil
 		}
@@ -376,7 +367,7 @@ func (s *Store) purge(ctx context.Context, id string, owner func(meta item) bool
 		ConsistentRead:         consistent,
 		KeyConditionExpression: aws.String(e.n(attrPK) + " = " + e.v(avS(sessPK(id)))),
 		ProjectionExpression: aws.String(strings.Join([]string{
-			e.n(attrPK), e.n(attrSK), e.n(attrURI), e.n(attrTok), e.n(attrDeleteTok)}, ", ")),
+			e.n(attrPK), e.n(attrSK), e.n(attrURI), e.n(attrTok), e.n(attrDeleteTok), e.n(attrPrincipal)}, ", ")),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
 	var (
@@ -395,6 +386,7 @@ func (s *Store) purge(ctx context.Context, id string, owner func(meta item) bool
 					return nil
 				}
 				meta = it
+				keys = append(keys, key(principalPK(getS(it, attrPrincipal)), part(id)))
 				continue
 			}
 			keys = append(keys, key(getS(it, attrPK), sk))

@@ -46,8 +46,9 @@
 //
 // # Requests
 //
-// Per call, in the common case: CreateSession one write (PutItem, or one
-// TransactWriteItems with subscriptions); GetSession one Query; Append one
+// Per call, in the common case: CreateSession one TransactWriteItems (with
+// its principal's index entry); CountSessions one Query (one BatchGetItem
+// more at the limit); GetSession one Query; Append one
 // TransactWriteItems (one more per lost race); ReadEvents one BatchGetItem
 // when nothing or up to three events are new, else one more Query;
 // UpdateSession, MarkDelivered, PutMessage, Subscribe, Unsubscribe,

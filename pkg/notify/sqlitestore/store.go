@@ -73,6 +73,8 @@ type Store struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	principalIndex sync.Once // CountSessions's index, see sessioncount.go
 }
 
 var _ notify.Store = (*Store)(nil)

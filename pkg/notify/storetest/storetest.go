@@ -73,6 +73,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"TooLarge", testTooLarge},
 		{"URILimit", testURILimit},
 		{"RateCounter", testRateCounter},
+		{"SessionCount", testSessionCount},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentConditions", testConcurrentConditions},
 		{"ConcurrentTopics", testConcurrentTopics},

@@ -1,0 +1,151 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+var _ notify.SessionCounter = (*Store)(nil)
+
+// attrSessExp is the session expiry (Unix nanoseconds) an index entry of
+// principalPK last saw. It is a hint, not the entry's own expiry (attrExp,
+// which live() reads, and the TTL attribute are not set): a session's idle
+// expiry moves with every touch, and the entry must not vanish before the
+// session does.
+const attrSessExp = "sx"
+
+// principalPK is the partition of a principal's session index: one item
+// per session (sk: the escaped session id), written in the transaction
+// that creates the session and deleted with the session's other items.
+func principalPK(principal string) string { return "P#" + part(principal) }
+
+// principalEntry is the index entry of session id, whose expiry is at
+// least exp (Unix nanoseconds).
+func principalEntry(principal, id string, exp int64) item {
+	it := key(principalPK(principal), part(id))
+	it[attrSID] = avS(id)
+	it[attrSessExp] = avN(exp)
+	return it
+}
+
+// principalPut is the transaction write that adds sess to the index of
+// its principal.
+func (s *Store) principalPut(sess *notify.Session) types.TransactWriteItem {
+	return types.TransactWriteItem{Put: &types.Put{TableName: s.table,
+		Item: principalEntry(sess.Principal, sess.ID, toNanos(sess.ExpiresAt))}}
+}
+
+// CountSessions implements notify.SessionCounter with one Query of the
+// principal's index: an entry whose recorded session expiry is still
+// ahead is a live session (DeleteSession removes its entry). Only entries
+// whose recorded expiry has passed, and only while the count is under
+// limit, cost one BatchGetItem (per 100) of their session items: a
+// session whose expiry was extended counts, and its entry's expiry is
+// brought up to date; the entry of an expired or vanished session is
+// deleted, best effort. So the index of a principal holds about its live
+// sessions, and a count is one read unless sessions outlived their first
+// expiry or expired without DeleteSession since the last count.
+func (s *Store) CountSessions(ctx context.Context, principal string, limit int) (n int, err error) {
+	defer wrap(&err, "dynamostore: CountSessions(%.64q, %d)", principal, limit)
+	if err := notify.CheckCountSessions(principal, limit); err != nil {
+		return 0, err
+	}
+	pk := principalPK(principal)
+	now := toNanos(s.now())
+	var e expr
+	in := &dynamodb.QueryInput{
+		TableName:              s.table,
+		ConsistentRead:         consistent,
+		KeyConditionExpression: aws.String(e.n(attrPK) + " = " + e.v(avS(pk))),
+		ProjectionExpression:   aws.String(e.n(attrSID) + ", " + e.n(attrSessExp)),
+	}
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
+	var stale []string // entries whose recorded expiry has passed
+	for {
+		res, err := s.api.Query(ctx, in)
+		if err != nil {
+			return 0, err
+		}
+		for _, it := range res.Items {
+			if getN(it, attrSessExp) > now {
+				n++
+			} else {
+				stale = append(stale, getS(it, attrSID))
+			}
+		}
+		if n >= limit {
+			return limit, nil
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+	var writes []types.WriteRequest
+	for chunk := range slices.Chunk(stale, 100) {
+		if n >= limit {
+			break
+		}
+		keys := make([]item, len(chunk))
+		for i, id := range chunk {
+			keys[i] = key(sessPK(id), metaSK)
+		}
+		var p expr
+		metas, err := s.batchGet(ctx, keys, p.n(attrPK)+", "+p.n(attrExp)+", "+p.n(attrPrincipal), p.namesOrNil())
+		if err != nil {
+			return 0, err
+		}
+		found := make(map[string]item, len(metas))
+		for _, m := range metas {
+			found[getS(m, attrPK)] = m
+		}
+		for _, id := range chunk {
+			m := found[sessPK(id)]
+			if live(m, now) && getS(m, attrPrincipal) == principal {
+				n++
+				writes = append(writes, types.WriteRequest{PutRequest: &types.PutRequest{Item: principalEntry(principal, id, getN(m, attrExp))}})
+			} else {
+				// Expired sessions never come back, and ids are not
+				// reused: the entry can go.
+				writes = append(writes, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key(pk, part(id))}})
+			}
+		}
+	}
+	// Best effort: a failure leaves entries that the next count reads
+	// again. A refreshed entry whose session is deleted meanwhile is
+	// deleted by a later count.
+	_ = s.batchWrite(ctx, writes)
+	return min(n, limit), nil
+}
+
+// batchWrite runs write requests, 25 per BatchWriteItem, retrying
+// unprocessed ones.
+func (s *Store) batchWrite(ctx context.Context, reqs []types.WriteRequest) error {
+	for chunk := range slices.Chunk(reqs, 25) {
+		for n := 0; len(chunk) > 0; n++ {
+			if n > 0 {
+				if err := backoff(ctx, n); err != nil {
+					return err
+				}
+				if n > maxRaces {
+					return errors.New("BatchWriteItem: items left unprocessed")
+				}
+			}
+			res, err := s.api.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+				RequestItems: map[string][]types.WriteRequest{*s.table: chunk},
+			})
+			if err != nil {
+				return err
+			}
+			chunk = res.UnprocessedItems[*s.table]
+		}
+	}
+	return nil
+}

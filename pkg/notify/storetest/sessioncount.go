@@ -1,0 +1,102 @@
+package storetest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// testSessionCount checks notify.SessionCounter: a principal's live
+// sessions are counted up to the limit, from any Store on the same
+// database; deleted and expired sessions do not count, a session whose
+// expiry was extended still does, expired index entries do not hide live
+// ones at the limit, and bad arguments are refused.
+func testSessionCount(t *testing.T, s *suite) {
+	st, dsn := s.storeDSN(t)
+	sc, ok := st.(notify.SessionCounter)
+	if !ok {
+		t.Fatalf("%T does not implement notify.SessionCounter", st)
+	}
+	other, ok := s.reopen(t, dsn).(notify.SessionCounter)
+	if !ok {
+		t.Fatalf("reopened store does not implement notify.SessionCounter")
+	}
+	ctx := t.Context()
+	check := func(c notify.SessionCounter, principal string, limit, want int) {
+		t.Helper()
+		got, err := c.CountSessions(ctx, principal, limit)
+		if err != nil || got != want {
+			t.Errorf("CountSessions(%q, %d) = %d, %v; want %d", principal, limit, got, err, want)
+		}
+	}
+	of := func(p string) func(*notify.Session) { return func(s *notify.Session) { s.Principal = p } }
+
+	check(sc, "alice", 5, 0)
+	for _, id := range []string{"a1", "a2", "a3"} {
+		createSession(t, st, id, of("alice"))
+	}
+	createSession(t, st, "b1", of("bob"))
+	createSession(t, st, "anon1", of(""))
+	check(sc, "alice", 5, 3)
+	check(other, "alice", 5, 3) // another process sees them
+	check(sc, "alice", 3, 3)
+	check(sc, "alice", 2, 2) // counts no further than the limit
+	check(sc, "bob", 5, 1)
+	check(sc, "", 5, 1)
+	check(sc, "carol", 1, 0)
+	if err := st.DeleteSession(ctx, "a2"); err != nil {
+		t.Fatalf("DeleteSession: %v", err)
+	}
+	check(other, "alice", 5, 2)
+	check(sc, "alice", 2, 2)
+	if err := st.DeleteSession(ctx, "a1"); err != nil {
+		t.Fatalf("DeleteSession: %v", err)
+	}
+	check(sc, "alice", 2, 1)
+
+	// Expiry: dave has two sessions that expire soon (their ids sort
+	// first), one of them extended, and two that live.
+	soon := now().Add(time.Second)
+	short := func(s *notify.Session) { s.ExpiresAt = soon }
+	createSession(t, st, "d1", of("dave"), short)
+	ext := createSession(t, st, "d2", of("dave"), short)
+	createSession(t, st, "d3", of("dave"))
+	createSession(t, st, "d4", of("dave"))
+	ext.ExpiresAt = now().Add(time.Hour)
+	if err := st.UpdateSession(ctx, ext); err != nil {
+		t.Fatalf("UpdateSession(extend): %v", err)
+	}
+	check(sc, "dave", 10, 4)
+	if late := time.Since(soon); late >= 0 {
+		t.Fatalf("setting up took %v too long: the checks before expiry ran after it", late)
+	}
+	time.Sleep(time.Until(soon) + 200*time.Millisecond)
+	check(sc, "dave", 10, 3)
+	check(sc, "dave", 3, 3) // at the limit, the expired d1 does not count
+	check(sc, "dave", 2, 2)
+	check(other, "dave", 4, 3)
+	// An expired session replaced under the same id counts once.
+	createSession(t, st, "d1", of("dave"))
+	check(sc, "dave", 10, 4)
+	if err := st.DeleteSession(ctx, "d1"); err != nil {
+		t.Fatalf("DeleteSession(d1): %v", err)
+	}
+	check(sc, "dave", 10, 3)
+
+	for _, tc := range []struct {
+		principal string
+		limit     int
+		want      error
+	}{
+		{"alice", 0, notify.ErrInvalid},
+		{"alice", -1, notify.ErrInvalid},
+		{strings.Repeat("p", notify.MaxURIBytes+1), 1, notify.ErrTooLarge},
+	} {
+		if _, err := sc.CountSessions(ctx, tc.principal, tc.limit); !errors.Is(err, tc.want) {
+			t.Errorf("CountSessions(%.10q, %d): %v, want %v", tc.principal, tc.limit, err, tc.want)
+		}
+	}
+}
