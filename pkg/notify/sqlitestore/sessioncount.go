@@ -25,6 +25,7 @@ func (s *Store) CountSessions(ctx context.Context, principal string, limit int) 
 	}
 	s.principalIndex.Do(func() {
 		// Best effort: without the index the count is a scan, still right.
+		ctx := context.WithoutCancel(ctx)
 		_ = s.write(ctx, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, principalIndexSchema)
 			return err
