@@ -109,34 +109,34 @@ func (r *CallToolResult) UnmarshalJSON(b []byte) error {
 
 // UnmarshalJSON decodes a prompt message, its content by type.
 func (m *PromptMessage) UnmarshalJSON(b []byte) error {
-	var w struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	c, err := UnmarshalContent(w.Content)
+	role, c, err := unmarshalRoleContent(b)
 	if err != nil {
 		return err
 	}
-	*m = PromptMessage{Role: w.Role, Content: c}
+	*m = PromptMessage{Role: role, Content: c}
 	return nil
 }
 
 // UnmarshalJSON decodes a sampling message, its content by type.
 func (m *SamplingMessage) UnmarshalJSON(b []byte) error {
+	role, c, err := unmarshalRoleContent(b)
+	if err != nil {
+		return err
+	}
+	*m = SamplingMessage{Role: role, Content: c}
+	return nil
+}
+
+// unmarshalRoleContent decodes the {"role", "content"} shape that prompt
+// and sampling messages share, the content by its type.
+func unmarshalRoleContent(b []byte) (string, Content, error) {
 	var w struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
-		return err
+		return "", nil, err
 	}
 	c, err := UnmarshalContent(w.Content)
-	if err != nil {
-		return err
-	}
-	*m = SamplingMessage{Role: w.Role, Content: c}
-	return nil
+	return w.Role, c, err
 }

@@ -267,7 +267,7 @@ func encodeResult(ss *ServerSession, m *Message, result any) []byte {
 func (s *Server) watchCancel(ctx context.Context, sessionID string, id json.RawMessage, started time.Time, cancel context.CancelFunc, done <-chan struct{}) {
 	key := cancelKey(id)
 	interval := max(s.opts.PollInterval, 250*time.Millisecond)
-	t := time.NewTimer(200 * time.Millisecond)
+	t := time.NewTimer(s.opts.CancelWatchAfter)
 	defer t.Stop()
 	announced := false
 	for {

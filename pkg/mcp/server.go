@@ -37,6 +37,12 @@ type ServerOptions struct {
 	// ProgressInterval is the least time between two progress
 	// notifications of one request. Default: 100ms.
 	ProgressInterval time.Duration
+	// CancelWatchAfter is how long a request runs before it records itself
+	// as running and starts to look for a notifications/cancelled that
+	// reached another process (one small write, then one read per
+	// max(PollInterval, 250ms)). Shorter requests cost nothing for
+	// cancellation. Default: 200ms.
+	CancelWatchAfter time.Duration
 	// CompletionHandler answers completion/complete. Nil: completions are
 	// not declared, and the method is not found.
 	CompletionHandler func(ctx context.Context, req *ServerRequest[*CompleteParams]) (*CompleteResult, error)
@@ -174,6 +180,9 @@ func NewServer(impl *Implementation, store notify.Store, opts *ServerOptions) *S
 	}
 	if s.opts.ProgressInterval <= 0 {
 		s.opts.ProgressInterval = 100 * time.Millisecond
+	}
+	if s.opts.CancelWatchAfter <= 0 {
+		s.opts.CancelWatchAfter = 200 * time.Millisecond
 	}
 	s.opts.Limits = s.opts.Limits.withDefaults()
 	if s.opts.StateTTL <= 0 {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -201,22 +198,8 @@ func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Reques
 		httpError(w, http.StatusMethodNotAllowed, CodeInvalidRequest, "Method Not Allowed: protocol version "+r.Header.Get("Mcp-Protocol-Version")+" has no "+r.Method+" (there is no session; use subscriptions/listen for notifications)")
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		httpError(w, http.StatusUnsupportedMediaType, CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
-		return
-	}
-	if !accepts(r, "application/json") || !accepts(r, "text/event-stream") {
-		httpError(w, http.StatusNotAcceptable, CodeInvalidRequest, "Not Acceptable: Accept must include application/json and text/event-stream")
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			httpError(w, http.StatusRequestEntityTooLarge, CodeInvalidRequest, "Request Entity Too Large: the body exceeds "+itoa(h.opts.MaxBodyBytes)+" bytes")
-			return
-		}
-		httpError(w, http.StatusBadRequest, CodeParseError, "Bad Request: reading body: "+err.Error())
+	body, ok := h.readPOST(w, r)
+	if !ok {
 		return
 	}
 	msgs, batch, rpcErr := DecodeMessages(body)

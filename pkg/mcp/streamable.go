@@ -287,15 +287,17 @@ func (h *StreamableHandler) session(w http.ResponseWriter, r *http.Request, prin
 	return &ServerSession{srv: h.srv, state: st}
 }
 
-func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, principal string) {
-	ctx := r.Context()
+// readPOST checks a POST's Content-Type and Accept headers and reads its
+// body within the size and time bounds of both eras. When a check fails it
+// answers the HTTP error itself and reports ok == false.
+func (h *StreamableHandler) readPOST(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		httpError(w, http.StatusUnsupportedMediaType, CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
-		return
+		return nil, false
 	}
 	if !accepts(r, "application/json") || !accepts(r, "text/event-stream") {
 		httpError(w, http.StatusNotAcceptable, CodeInvalidRequest, "Not Acceptable: Accept must include application/json and text/event-stream")
-		return
+		return nil, false
 	}
 	body, status, msg := readBody(w, r, h.opts.MaxBodyBytes, h.srv.opts.Limits.BodyReadTimeout)
 	if status != 0 {
@@ -304,6 +306,15 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 			code = CodeParseError
 		}
 		httpError(w, status, code, msg)
+		return nil, false
+	}
+	return body, true
+}
+
+func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, principal string) {
+	ctx := r.Context()
+	body, ok := h.readPOST(w, r)
+	if !ok {
 		return
 	}
 	msgs, bad, batch, rpcErr := decodeBatch(body)
@@ -311,9 +322,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		rpcErr = bad[0].err
 	}
 	if rpcErr != nil {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		w.Write(encodeResponse(nil, nil, rpcErr))
+		writeJSON(w, http.StatusBadRequest, encodeResponse(nil, nil, rpcErr))
 		return
 	}
 	if v, ok := statelessMetaVersion(msgs[0]); ok && msgs[0].Method != "initialize" && r.Header.Get("Mcp-Session-Id") == "" && !batch {

@@ -101,13 +101,24 @@ func TestShutdownWithOldSessionStream(t *testing.T) {
 // connection.
 func TestTrickledBody(t *testing.T) {
 	addr, _, _ := startLocal(t, newTestServer(t, &mcp.ServerOptions{Limits: mcp.Limits{BodyReadTimeout: 300 * time.Millisecond}}, nil), 0)
+	for _, era := range []struct{ name, header string }{
+		{"2025", ""},
+		{"2026", "Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\n"},
+	} {
+		t.Run(era.name, func(t *testing.T) { trickle(t, addr, era.header) })
+	}
+}
+
+// trickle sends a POST whose body comes one byte per 100ms and wants a 408
+// long before the body would be complete.
+func trickle(t *testing.T, addr, header string) {
 	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	const n = 100 // one byte per 100ms: 10s if it were read to the end
-	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n", addr, n)
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n%sContent-Length: %d\r\n\r\n", addr, header, n)
 	status := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(conn).ReadString('\n')

@@ -530,30 +530,9 @@ func (s *Store) batchGet(ctx context.Context, keys []item, projection string, na
 
 // batchDelete deletes keys, 25 per request, retrying unprocessed ones.
 func (s *Store) batchDelete(ctx context.Context, keys []item) error {
-	for len(keys) > 0 {
-		chunk := keys[:min(25, len(keys))]
-		keys = keys[len(chunk):]
-		reqs := make([]types.WriteRequest, len(chunk))
-		for i, k := range chunk {
-			reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}}
-		}
-		for n := 0; len(reqs) > 0; n++ {
-			if n > 0 {
-				if err := backoff(ctx, n); err != nil {
-					return err
-				}
-				if n > maxRaces {
-					return errors.New("BatchWriteItem: items left unprocessed")
-				}
-			}
-			res, err := s.api.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
-				RequestItems: map[string][]types.WriteRequest{*s.table: reqs},
-			})
-			if err != nil {
-				return err
-			}
-			reqs = res.UnprocessedItems[*s.table]
-		}
+	reqs := make([]types.WriteRequest, len(keys))
+	for i, k := range keys {
+		reqs[i] = types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}}
 	}
-	return nil
+	return s.batchWrite(ctx, reqs)
 }
