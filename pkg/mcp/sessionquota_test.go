@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -66,6 +67,31 @@ func TestSessionsPerPrincipal(t *testing.T) {
 	if resp, b := (rawCall{body: init}).do(t, c.urls[1]); resp.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("initialize over the limit again: %d %s, want 429", resp.StatusCode, b)
 	}
+
+	// Another principal on the same store has its own count.
+	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, st, &mcp.ServerOptions{Limits: mcp.Limits{MaxSessionsPerPrincipal: limit}})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{Authenticator: headerAuth{}})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.Close(); h.Close() })
+	for i := range limit + 1 {
+		resp, b := rawCall{body: init, hdr: [][2]string{{"X-Principal", "bob"}}}.do(t, ts.URL)
+		if want := map[bool]int{true: http.StatusOK, false: http.StatusTooManyRequests}[i < limit]; resp.StatusCode != want {
+			t.Errorf("bob's initialize %d: %d %s, want %d", i+1, resp.StatusCode, b, want)
+		}
+	}
+	if n, err := st.CountSessions(t.Context(), "bob", 100); err != nil || n != limit {
+		t.Errorf("bob has %d live sessions (%v), want %d", n, err, limit)
+	}
+	if n := live(); n != limit {
+		t.Errorf("the anonymous principal has %d live sessions, want %d", n, limit)
+	}
+}
+
+// headerAuth takes the principal from the X-Principal header.
+type headerAuth struct{}
+
+func (headerAuth) Authenticate(r *http.Request) (string, error) {
+	return r.Header.Get("X-Principal"), nil
 }
 
 // The quota needs a store that counts sessions: both stores do.

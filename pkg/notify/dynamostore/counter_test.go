@@ -52,6 +52,8 @@ func TestRequestCounts(t *testing.T) {
 	}{
 		{"CreateSession", func() { must(st.CreateSession(ctx, sess("s"))) }, ops("TransactWriteItems", 1)},
 		{"CreateSession with subscriptions", func() { must(st.CreateSession(ctx, sess("t", "u"))) }, ops("TransactWriteItems", 1)},
+		{"CountSessions, under the limit", func() { must2(st.CountSessions(ctx, "", 10)) }, ops("Query", 1)},
+		{"CountSessions, at the limit", func() { must2(st.CountSessions(ctx, "", 2)) }, ops("Query", 1)},
 		{"GetSession", func() { must2(st.GetSession(ctx, "t")) }, ops("Query", 1)},
 		{"UpdateSession", func() {
 			s := sess("s")

@@ -15,6 +15,11 @@ var _ notify.SessionCounter = (*Store)(nil)
 // CreateSession and DeleteSession maintain it with the sessions table.
 const principalIndexSchema = `CREATE INDEX IF NOT EXISTS sessions_principal ON sessions (principal, expires_at)`
 
+// countSessions counts the unexpired sessions of principal ?1 at ?2, up
+// to ?3.
+const countSessions = `SELECT count(*) FROM (
+	SELECT 1 FROM sessions WHERE principal = ?1 AND expires_at > ?2 LIMIT ?3)`
+
 // CountSessions implements notify.SessionCounter with one read: a count
 // of the principal's unexpired sessions over the index
 // (principal, expires_at), stopping at limit.
@@ -25,13 +30,12 @@ func (s *Store) CountSessions(ctx context.Context, principal string, limit int) 
 	}
 	s.principalIndex.Do(func() {
 		// Best effort: without the index the count is a scan, still right.
+		ctx := context.WithoutCancel(ctx)
 		_ = s.write(ctx, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, principalIndexSchema)
 			return err
 		})
 	})
-	err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM (
-		SELECT 1 FROM sessions WHERE principal = ?1 AND expires_at > ?2 LIMIT ?3)`,
-		principal, toNanos(s.now()), limit).Scan(&n)
+	err = s.r.QueryRowContext(ctx, countSessions, principal, toNanos(s.now()), limit).Scan(&n)
 	return n, err
 }
