@@ -44,7 +44,7 @@ const (
 // received every event exactly once.
 func TestAbuse(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("reads /proc for RSS and CPU")
+		testenv.RequireComponent(t, "/proc (RSS and CPU of the server processes)", fmt.Errorf("GOOS=%s has no /proc", runtime.GOOS))
 	}
 	if testing.Short() {
 		t.Skip("-short: skips the multi-process abuse test")
