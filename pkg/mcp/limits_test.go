@@ -188,6 +188,37 @@ func TestBatchMemberErrors(t *testing.T) {
 	}
 }
 
+// TestBatchAllInvalid: a batch whose members are all invalid is answered
+// (one error per member in a 2025-03-26 session; without a session the
+// request is refused), never a crash.
+func TestBatchAllInvalid(t *testing.T) {
+	c := newCluster(t, 1)
+	sid := initialize(t, c.urls[0], "2025-03-26")
+	for _, session := range []string{sid, ""} {
+		for _, body := range []string{`[1]`, `[{"x":1},"y"]`} {
+			resp, b := rawCall{session: session, body: body}.do(t, c.urls[0])
+			if session == "" {
+				if resp.StatusCode != http.StatusBadRequest {
+					t.Errorf("no session, batch %s: status %d body %s, want 400", body, resp.StatusCode, b)
+				}
+				continue
+			}
+			var out []mcp.Message
+			if err := json.Unmarshal(b, &out); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("batch %s: status %d body %s: %v", body, resp.StatusCode, b, err)
+			}
+			if n := strings.Count(body, ",") + 1; len(out) != n {
+				t.Errorf("batch %s: %d responses %s, want %d", body, len(out), b, n)
+			}
+			for _, m := range out {
+				if m.Error == nil || m.Error.Code != mcp.CodeInvalidRequest {
+					t.Errorf("batch %s: response %+v, want -32600", body, m)
+				}
+			}
+		}
+	}
+}
+
 // TestSubscriptionCount (finding 2): a session holds at most
 // MaxSubscriptions; one more is refused and not stored, a repeat of a
 // held one is fine.

@@ -311,6 +311,15 @@ func (h *StreamableHandler) readPOST(w http.ResponseWriter, r *http.Request) (bo
 	return body, true
 }
 
+// statelessMeta reports the 2026 _meta protocol version of a lone message
+// (never of a batch, whose members may all have been invalid).
+func statelessMeta(msgs []*Message, batch bool) (string, bool) {
+	if batch || len(msgs) != 1 {
+		return "", false
+	}
+	return statelessMetaVersion(msgs[0])
+}
+
 func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, principal string) {
 	ctx := r.Context()
 	body, ok := h.readPOST(w, r)
@@ -325,7 +334,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		writeJSON(w, http.StatusBadRequest, encodeResponse(nil, nil, rpcErr))
 		return
 	}
-	if v, ok := statelessMetaVersion(msgs[0]); ok && msgs[0].Method != "initialize" && r.Header.Get("Mcp-Session-Id") == "" && !batch {
+	if v, ok := statelessMeta(msgs, batch); ok && msgs[0].Method != "initialize" && r.Header.Get("Mcp-Session-Id") == "" {
 		// A 2026-era request without the version header, or with a
 		// 2025-era one: not a session request missing its session id.
 		msg := "Header mismatch: the MCP-Protocol-Version header is required"
