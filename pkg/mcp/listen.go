@@ -268,14 +268,16 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		writeJSON(w, http.StatusOK, encodeResponse(m.ID, nil, err.(*Error)))
 		return
 	}
+	// Close waits for the backing session's deletion too: defers run last
+	// first, so l.close runs before streams.Done.
+	h.streams.Add(1)
+	defer h.streams.Done()
 	l, err := h.srv.openListen(ctx, ss, m.ID, f)
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, h.srv.internalError(ctx, "opening listen stream", err)))
 		return
 	}
 	defer l.close(ctx)
-	h.streams.Add(1)
-	defer h.streams.Done()
 	sse := newSSEWriter(w)
 	sse.start()
 	if sse.event("", l.ack()) != nil {
@@ -303,10 +305,19 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		case <-poll.C:
 		}
 		msgs, cancelled, more, err := l.next(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
+		switch {
+		case err == nil:
+			// The backing session lives as long as the stream: extend its
+			// expiry (one write per half SessionIdleTimeout).
+			h.srv.touch(ctx, l.sess)
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, notify.ErrNotFound):
+			// The backing session is gone (expired, deleted): end with
+			// the empty result, and the client listens again.
+			sse.event("", l.result())
+			return
+		default:
 			h.srv.log.WarnContext(ctx, "reading listen stream", "err", err)
 		}
 		for _, msg := range msgs {

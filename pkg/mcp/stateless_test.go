@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -536,5 +537,35 @@ func TestTypedToolAsks(t *testing.T) {
 	status, r := call2026(t, p.url, body, headers2026("tools/call", "typed-ask")...)
 	if status != 200 || r.Result["resultType"] != "input_required" || r.Result["inputRequests"] == nil {
 		t.Fatalf("HTTP %d %+v, want input_required", status, r)
+	}
+}
+
+// TestListenBackingSession checks the life of a listen stream's backing
+// session: the stream extends its expiry while it runs, and a stream whose
+// backing session is gone (expired, deleted) ends with the empty listen
+// result instead of polling a missing session for ever.
+func TestListenBackingSession(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	a := newStatelessProc(t, db, nil, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch := listenStream(t, ctx, a.url, `{"toolsListChanged":true}`)
+	if m := next(t, ch); m["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", m)
+	}
+	sqlDB, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqlDB.Close()
+	var id string
+	if err := sqlDB.QueryRow(`SELECT id FROM sessions WHERE id LIKE 'listen-%'`).Scan(&id); err != nil {
+		t.Fatalf("the listen stream's backing session: %v", err)
+	}
+	if err := a.store.DeleteSession(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if m := next(t, ch); m["id"] != "L1" || m["result"].(map[string]any)["resultType"] != "complete" {
+		t.Fatalf("after its backing session went, the stream got %v, want the empty listen result", m)
 	}
 }
