@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -88,7 +89,7 @@ func TestEventID(t *testing.T) {
 			t.Errorf("parseEventID(%q) = %q, %d, %v; does not round-trip", id, stream, seq, ok)
 		}
 	}
-	for _, bad := range []string{"", "g", ".3", "g.", "g.-1", "g.x", "a b.1", "g.1.2x"} {
+	for _, bad := range []string{"", "g", ".3", "g.", "g.-1", "g.x", "a b.1", "g.1.2x", strings.Repeat("s", 4000) + ".1"} {
 		if _, _, ok := parseEventID(bad); ok {
 			t.Errorf("parseEventID(%q) accepted a malformed id", bad)
 		}

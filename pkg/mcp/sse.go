@@ -110,9 +110,18 @@ func eventOwner(id string) (owner int64, ok bool) {
 	return owner, err == nil && owner >= 0
 }
 
+// maxEventIDBytes bounds a Last-Event-ID: the ids this server makes are far
+// shorter (a stream id of a few characters, a seq, a tag of two base-36
+// numbers), and a longer one would only reach the store as a key.
+const maxEventIDBytes = 128
+
 // parseEventID splits a Last-Event-ID into stream and seq, checking and
-// then ignoring the tag of a GET stream's event id (see getEventID).
+// then ignoring the tag of a GET stream's event id (see getEventID). An id
+// over maxEventIDBytes is malformed.
 func parseEventID(id string) (stream string, seq int64, ok bool) {
+	if len(id) > maxEventIDBytes {
+		return "", 0, false
+	}
 	if i := strings.IndexByte(id, '~'); i >= 0 {
 		owner, nonce, hasNonce := strings.Cut(id[i+1:], ".")
 		if !base36(owner) || (hasNonce && !base36(nonce)) {
