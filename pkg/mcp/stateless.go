@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -161,6 +162,9 @@ func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m 
 		case len(got) != 1 || decodeHeaderValue(got[0]) != name:
 			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: Mcp-Name differs from the body's "+map[bool]string{true: "uri", false: "name"}[m.Method == "resources/read"]+" "+name, nil)
 		}
+	}
+	if n, limit := len(p.Meta.ClientCapabilities)+len(p.Meta.ClientInfo), h.srv.opts.Limits.MaxClientInfoBytes; n > limit {
+		return nil, reject(http.StatusBadRequest, CodeInvalidParams, fmt.Sprintf("Invalid params: _meta clientCapabilities and clientInfo are %d bytes, limit %d", n, limit), nil)
 	}
 	if p.Meta.LogLevel != "" && levelRank(p.Meta.LogLevel) < 0 {
 		return nil, reject(http.StatusBadRequest, CodeInvalidParams, "Invalid params: unknown logLevel "+string(p.Meta.LogLevel)+" (want one of debug, info, notice, warning, error, critical, alert, emergency)", nil)

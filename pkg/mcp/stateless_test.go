@@ -187,6 +187,8 @@ func TestStatelessBadInput(t *testing.T) {
 			headers2026("tools/call", "ask"), 200, mcp.CodeInvalidParams, "malformed"},
 		{"inputResponses not an object", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask","inputResponses":{"name":5},` + meta2026(`{"elicitation":{}}`) + `}}`,
 			headers2026("tools/call", "ask"), 200, mcp.CodeInvalidParams, "must be an object"},
+		{"oversized clientCapabilities on a listen", `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + meta2026(`{"x":"`+strings.Repeat("a", 70<<10)+`"}`) + `}}`,
+			headers2026("subscriptions/listen", ""), 400, mcp.CodeInvalidParams, "limit 65536"},
 		{"input request for an undeclared capability", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"ask",` + meta2026(`{}`) + `}}`,
 			headers2026("tools/call", "ask"), 400, mcp.CodeMissingRequiredClientCapability, `"requiredCapabilities":{"elicitation":{}}`},
 	}
