@@ -257,17 +257,25 @@ func TestInFlightLimit(t *testing.T) {
 	sid := initialize(t, url, "2025-11-25")
 	block := `{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"block","arguments":{}}}`
 	ctx, leave := context.WithCancel(t.Context())
-	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(block))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
 	errc := make(chan error, 1)
 	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
+		// The blocking call may meet a ping below holding the one slot
+		// and get 429: it tries again until it holds the slot (and
+		// blocks) or the test leaves.
+		for {
+			req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(block))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Session-Id", sid)
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+				errc <- err
+				return
+			}
 		}
-		errc <- err
 	}()
 	ping := rawCall{session: sid, body: `{"jsonrpc":"2.0","id":1,"method":"ping"}`}
 	// Generous: on a loaded 2-core machine the blocking call may take
@@ -455,19 +463,27 @@ func TestStatelessInFlightLimit(t *testing.T) {
 		return out
 	}
 	ctx, leave := context.WithCancel(t.Context())
-	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body("block")))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for _, h := range hdr("block") {
-		req.Header.Set(h[0], h[1])
-	}
 	errc := make(chan error, 1)
 	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
+		// The blocking call may meet the probe below holding the one
+		// slot and get 429: it tries again until it holds the slot (and
+		// blocks) or the test leaves.
+		for {
+			req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body("block")))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			for _, h := range hdr("block") {
+				req.Header.Set(h[0], h[1])
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+				errc <- err
+				return
+			}
 		}
-		errc <- err
 	}()
 	echo := rawCall{body: body("echo"), hdr: hdr("echo")}
 	wait := func(want int) {

@@ -161,6 +161,11 @@ func (s *Server) inputRequired(ctx context.Context, ss *ServerSession, m *Messag
 		return nil, MissingClientCapability(names...)
 	}
 	token := s.states.sign(stateBody{Method: m.Method, Name: requestName(m.Method, m.Params), Principal: principalTag(ss.Principal()), Data: ir.State, Answers: ir.answers})
+	if len(token) > maxStateBytes {
+		// The retry would be refused as malformed: fail now, saying why,
+		// rather than send a state that can never be used.
+		return nil, fmt.Errorf("%s: requestState would be %d bytes, over the %d a retry may send back (the handler's state and the earlier answers it carries are too large)", m.Method, len(token), maxStateBytes)
+	}
 	return &inputRequiredResult{ResultType: resultInputRequired, InputRequests: ir.Requests, RequestState: token}, nil
 }
 

@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -91,6 +92,11 @@ func newStatelessProc(t *testing.T, dbPath string, keys []string, now func() tim
 			return nil, nil, err
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(r.Content["a"])}}}, nil, nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "hoard"}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// A state too large to come back in a retry.
+		ask := map[string]*mcp.InputRequest{"name": {Method: "elicitation/create", Params: &mcp.ElicitParams{Message: "Name?", RequestedSchema: map[string]any{"type": "object"}}}}
+		return nil, &mcp.InputRequired{Requests: ask, State: bytes.Repeat([]byte("s"), 70<<10)}
 	})
 	srv.AddTool(&mcp.Tool{Name: "echo"}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		req.Session.Log(ctx, "info", "", "echoing")
@@ -569,5 +575,17 @@ func TestListenBackingSession(t *testing.T) {
 	}
 	if m := next(t, ch); m["id"] != "L1" || m["result"].(map[string]any)["resultType"] != "complete" {
 		t.Fatalf("after its backing session went, the stream got %v, want the empty listen result", m)
+	}
+}
+
+// TestStateTooLarge: a handler whose requestState could not come back in a
+// retry gets an error at once, never an input_required result that the
+// retry would fail on.
+func TestStateTooLarge(t *testing.T) {
+	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), []string{"test-key-0123456789abcdef0123456789"}, nil)
+	body := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"hoard","arguments":{},` + meta2026(`{"elicitation":{}}`) + `}}`
+	_, r := call2026(t, p.url, body, headers2026("tools/call", "hoard")...)
+	if r.Error == nil {
+		t.Fatalf("reply %+v, want an error: the requestState would be over the bound a retry may send", r)
 	}
 }
