@@ -114,6 +114,9 @@ func cmdWatch(ctx context.Context, e *env, c *common, topics []string, asJSON bo
 				return err
 			}
 		}
+		// Events published between the baseline and the subscriptions
+		// came with no notification: print them now.
+		w.catchUp(ctx, cs)
 	}
 	fmt.Fprintf(e.stderr, "mcpush: watching %s (topics: %s); interrupt to stop\n", c.url, strings.Join(topics, ", "))
 	<-ctx.Done()
@@ -235,6 +238,11 @@ func (w *watcher) fill(ctx context.Context, cs *mcp.ClientSession, topic string,
 	}
 }
 
+// recentPage is how many events one events_recent call asks for: few
+// enough that a page of large events stays far below what the client
+// accepts in one response; fill pages on until it has caught up.
+const recentPage = 20
+
 // recentAttempts bounds the attempts of one events_recent call; a server
 // process may be restarting (the first attempts then fail).
 const recentAttempts = 10
@@ -243,7 +251,7 @@ const recentAttempts = 10
 func (w *watcher) recent(ctx context.Context, cs *mcp.ClientSession, topic string, after int64) (*mcp.CallToolResult, error) {
 	delay := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		res, err := cs.CallTool(ctx, "events_recent", map[string]any{"topic": topic, "after": after, "limit": 100}, nil)
+		res, err := cs.CallTool(ctx, "events_recent", map[string]any{"topic": topic, "after": after, "limit": recentPage}, nil)
 		if err == nil && res.IsError {
 			err = fmt.Errorf("events_recent: %v", res.Content)
 		}
