@@ -8,7 +8,7 @@ import (
 )
 
 // pruneTables are the tables whose rows expire on their own.
-var pruneTables = []string{"events", "idempotency", "messages", "topic_events", "registry_messages"}
+var pruneTables = []string{"events", "idempotency", "messages", "topic_events", "registry_messages", "rate_counters"}
 
 // maybePrune deletes some expired rows, at most once per pruneInterval per
 // Store (sooner while a prune finds a full batch). It is best effort: its
@@ -52,6 +52,10 @@ func (s *Store) prune(ctx context.Context, now time.Time) (more bool, err error)
 			if err := s.deleteSessionRows(ctx, tx, id); err != nil {
 				return err
 			}
+		}
+		// rate_counters is made on first use (see CountInWindow).
+		if _, err := tx.ExecContext(ctx, rateSchema); err != nil {
+			return err
 		}
 		for _, table := range pruneTables {
 			res, err := tx.ExecContext(ctx, fmt.Sprintf(

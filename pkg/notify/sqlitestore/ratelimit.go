@@ -20,7 +20,7 @@ const rateSchema = `CREATE TABLE IF NOT EXISTS rate_counters (
 )`
 
 // CountInWindow implements notify.RateCounter in one write transaction,
-// which also deletes the key's earlier windows.
+// which also deletes the key's expired windows (prune deletes other keys').
 func (s *Store) CountInWindow(ctx context.Context, key string, window, delta int64, expires time.Time) (n int64, err error) {
 	defer wrap(&err, "sqlitestore: CountInWindow(%.64q, %d)", key, window)
 	if err := notify.CheckRateKey(key, delta); err != nil {
@@ -30,7 +30,9 @@ func (s *Store) CountInWindow(ctx context.Context, key string, window, delta int
 		if _, err := tx.ExecContext(ctx, rateSchema); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM rate_counters WHERE key = ?1 AND window < ?2`, key, window); err != nil {
+		// A counter is forgotten only once it expired (as on DynamoDB), so
+		// a process whose clock lags still counts into the window's row.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM rate_counters WHERE key = ?1 AND expires_at <= ?2`, key, toNanos(s.now())); err != nil {
 			return err
 		}
 		return tx.QueryRowContext(ctx, `INSERT INTO rate_counters (key, window, count, expires_at) VALUES (?1, ?2, ?4, ?3)

@@ -40,6 +40,11 @@ func testRateCounter(t *testing.T, s *suite) {
 	if got := count("p#a", 8); got != 1 {
 		t.Errorf("first count of a new window = %d, want 1", got)
 	}
+	// A process whose clock lags still counts into the earlier window,
+	// which is not forgotten before it expires.
+	if got := count("p#a", 7); got != 4 {
+		t.Errorf("count of the earlier, unexpired window after a later one = %d, want 4", got)
+	}
 	const writers, each = 4, 5
 	var wg sync.WaitGroup
 	for range writers {
