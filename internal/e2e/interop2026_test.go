@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpush/mcpush/internal/testenv"
 	gosdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,6 +31,21 @@ func requireInteropTS2026(t *testing.T) (node, script string) {
 		t.Fatal(err)
 	}
 	return node, script
+}
+
+// waitToolsCallBackends returns the backends of the tools/call requests
+// the proxy logged since mark, waiting up to 5s for n of them: the proxy
+// logs a request after its response was copied, so the client may have
+// its answer a moment before the line is written.
+func waitToolsCallBackends(p *Proxy, mark, n int) []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out := toolsCallBackends(p.LinesSince(mark))
+		if len(out) >= n || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // toolsCallBackends returns the backends the proxy sent each tools/call
@@ -139,7 +155,7 @@ func TestInteropTypeScriptClient2026(t *testing.T) {
 				asked++
 			}
 		}
-		backends := toolsCallBackends(e.p.LinesSince(mark))
+		backends := waitToolsCallBackends(e.p, mark, 2)
 		if asked != 1 || len(backends) != 2 || backends[0] == backends[1] {
 			t.Errorf("elicitations %d, tools/call backends %v; want one elicitation and the retry on another process", asked, backends)
 		}
@@ -285,7 +301,7 @@ func TestInteropGoSDK2026(t *testing.T) {
 				text = tc.Text
 			}
 		}
-		backends := toolsCallBackends(e.p.LinesSince(mark))
+		backends := waitToolsCallBackends(e.p, mark, 2)
 		if text != "Hello, Ada!" || len(backends) != 2 || backends[0] == backends[1] {
 			t.Errorf("result %q, tools/call backends %v; want Hello, Ada! with the retry on another process", text, backends)
 		}

@@ -218,6 +218,7 @@ type ClientSession struct {
 	subs     []string
 	progress map[string]ProgressFunc
 	getStop  context.CancelFunc // stops the current GET stream loop
+	listen   *listenStart       // the newest listen loop (2026 era)
 	closed   bool
 
 	reinitMu sync.Mutex

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"slices"
@@ -279,37 +280,49 @@ func (cs *ClientSession) listenParams() any {
 // acknowledged the new one, so that no notification falls between the
 // two (one may come on both). The returned channel is closed on that
 // acknowledgement.
-func (cs *ClientSession) startListen() <-chan struct{} {
-	ack := make(chan struct{})
+func (cs *ClientSession) startListen() *listenStart {
 	ctx, stop := context.WithCancel(cs.ctx)
+	ls := &listenStart{ack: make(chan struct{}), failed: make(chan error, 1), done: ctx.Done()}
 	cs.mu.Lock()
 	old := cs.getStop
 	cs.getStop = stop
+	cs.listen = ls
 	cs.mu.Unlock()
 	stopOld := sync.OnceFunc(func() {
 		if old != nil {
 			old()
 		}
 	})
-	if !cs.goSession(func() { defer stopOld(); cs.listenLoop(ctx, ack, stopOld) }) {
+	if !cs.goSession(func() { defer stopOld(); cs.listenLoop(ctx, ls, stopOld) }) {
 		stop()
 		stopOld()
 	}
-	return ack
+	return ls
+}
+
+// listenStart is one listen loop's outcome as its starter sees it: the
+// first acknowledgement, a refusal by the server before it, or the loop's
+// end (a newer listen replaced it, or the session closed).
+type listenStart struct {
+	ack    chan struct{}
+	failed chan error
+	done   <-chan struct{}
 }
 
 // listenLoop keeps a subscriptions/listen stream open: when the server
 // ends it (a deadline) or the connection drops, it opens a new one after
-// the delay. What was sent between two streams is not replayed. acked
-// runs on the first acknowledgement.
-func (cs *ClientSession) listenLoop(ctx context.Context, ack chan struct{}, onAck func()) {
+// the delay. What was sent between two streams is not replayed. onAck
+// runs on the first acknowledgement. A JSON-RPC error before the first
+// acknowledgement (the server refused the filter) ends the loop and is
+// reported on ls.failed; the stream it was to replace goes on.
+func (cs *ClientSession) listenLoop(ctx context.Context, ls *listenStart, onAck func()) {
 	failures := 0
 	acked := false
 	for ctx.Err() == nil {
 		st := &streamState{onMessage: func(m *Message) {
 			if m.Method == "notifications/subscriptions/acknowledged" && !acked {
 				acked = true
-				close(ack)
+				close(ls.ack)
 				onAck()
 			}
 		}}
@@ -317,8 +330,17 @@ func (cs *ClientSession) listenLoop(ctx context.Context, ack chan struct{}, onAc
 			if ctx.Err() != nil {
 				return
 			}
+			var rpcErr *Error
+			if !acked && errors.As(err, &rpcErr) {
+				ls.failed <- err
+				return
+			}
 			failures++
-			cs.c.log.Debug("mcp client: subscriptions/listen failed; retrying", "err", err, "failures", failures)
+			level := slog.LevelDebug
+			if failures >= 3 {
+				level = slog.LevelWarn
+			}
+			cs.c.log.Log(ctx, level, "mcp client: subscriptions/listen failed; retrying", "err", err, "failures", failures)
 		} else {
 			failures = 0
 		}
@@ -350,6 +372,10 @@ func (cs *ClientSession) listenOnce(ctx context.Context, st *streamState) error 
 	defer resp.Body.Close()
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		var m Message
+		if mt == "application/json" && json.Unmarshal(b, &m) == nil && m.Error != nil {
+			return m.Error // the server refused the request
+		}
 		return fmt.Errorf("subscriptions/listen answered %s: %s", resp.Header.Get("Content-Type"), b)
 	}
 	start := time.Now()
@@ -369,10 +395,25 @@ func (cs *ClientSession) resubscribe(ctx context.Context) error {
 	if cs.c.opts.NoStandaloneStream {
 		return nil
 	}
-	select {
-	case <-cs.startListen():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	ls := cs.startListen()
+	for {
+		select {
+		case <-ls.ack:
+			return nil
+		case err := <-ls.failed:
+			return fmt.Errorf("mcp: subscriptions/listen: %w", err)
+		case <-ls.done:
+			// A newer listen replaced this one before its acknowledgement:
+			// it carries the current subscriptions too, so wait for it.
+			cs.mu.Lock()
+			next := cs.listen
+			cs.mu.Unlock()
+			if next == ls || cs.ctx.Err() != nil {
+				return ErrClientClosed
+			}
+			ls = next
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }

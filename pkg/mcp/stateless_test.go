@@ -6,7 +6,9 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -587,5 +589,35 @@ func TestStateTooLarge(t *testing.T) {
 	_, r := call2026(t, p.url, body, headers2026("tools/call", "hoard")...)
 	if r.Error == nil {
 		t.Fatalf("reply %+v, want an error: the requestState would be over the bound a retry may send", r)
+	}
+}
+
+// TestClientListenRefused: in the 2026 era a Subscribe whose listen
+// filter the server refuses (a URI over its bound) returns that error,
+// rather than waiting for an acknowledgement that never comes, and the
+// earlier listen stream with the earlier subscriptions goes on.
+func TestClientListenRefused(t *testing.T) {
+	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), nil, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "refused", Version: "1"}, &mcp.ClientOptions{
+		Mode:   mcp.ClientMode2026,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	cs, err := client.Connect(ctx, p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	if err := cs.Subscribe(ctx, "events://fine"); err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	err = cs.Subscribe(ctx, "events://"+strings.Repeat("x", 4096))
+	var rpcErr *mcp.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != mcp.CodeInvalidParams {
+		t.Fatalf("Subscribe to an over-long URI: %v, want the server's -32602", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Subscribe waited for the test's deadline")
 	}
 }
