@@ -20,7 +20,8 @@ const rateSchema = `CREATE TABLE IF NOT EXISTS rate_counters (
 )`
 
 // CountInWindow implements notify.RateCounter in one write transaction,
-// which also deletes the key's expired windows (prune deletes other keys').
+// which also deletes the key's earlier windows once they expired (prune
+// deletes other keys').
 func (s *Store) CountInWindow(ctx context.Context, key string, window, delta int64, expires time.Time) (n int64, err error) {
 	defer wrap(&err, "sqlitestore: CountInWindow(%.64q, %d)", key, window)
 	if err := notify.CheckRateKey(key, delta); err != nil {
@@ -32,7 +33,7 @@ func (s *Store) CountInWindow(ctx context.Context, key string, window, delta int
 		}
 		// A counter is forgotten only once it expired (as on DynamoDB), so
 		// a process whose clock lags still counts into the window's row.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM rate_counters WHERE key = ?1 AND expires_at <= ?2`, key, toNanos(s.now())); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM rate_counters WHERE key = ?1 AND window < ?2 AND expires_at <= ?3`, key, window, toNanos(s.now())); err != nil {
 			return err
 		}
 		return tx.QueryRowContext(ctx, `INSERT INTO rate_counters (key, window, count, expires_at) VALUES (?1, ?2, ?4, ?3)
