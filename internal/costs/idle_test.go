@@ -69,10 +69,12 @@ func getStream(tb testing.TB, url, sid, lastID string) sseResult {
 }
 
 // idleServer serves the shipped configuration (dynamic registries, the
-// default registry refresh), with streamOpts.
+// default registry refresh), with streamOpts, except that one principal
+// may hold as many sessions as the cost model's subscribers need.
 func idleServer(tb testing.TB, b backend, streamOpts *mcp.StreamableOptions) string {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: "costs"}, b.store, &mcp.ServerOptions{
 		DynamicRegistries: true,
+		Limits:            mcp.Limits{MaxSessionsPerPrincipal: 100_000, MaxSessionsPerHour: 100_000},
 	})
 	eventtools.Add(srv, b.store, nil)
 	h := mcp.NewStreamableHandler(srv, streamOpts)

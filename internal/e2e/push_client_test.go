@@ -72,7 +72,13 @@ func startPushEnv(t testing.TB, store Store, n int, poll time.Duration) *pushEnv
 	ingest := &pushIngest{bin: testenv.BuildBinary(t, "./functions/sns-ingest"), env: storeEnv}
 	env := append(slices.Clip(storeEnv),
 		"MCPUSH_POLL_INTERVAL="+poll.String(),
-		"MCPUSH_REGISTRY_REFRESH="+pushRegistryRefresh.String())
+		"MCPUSH_REGISTRY_REFRESH="+pushRegistryRefresh.String(),
+		// Every client here is the anonymous principal: the load
+		// benchmark's hundreds of sessions and their requests are not
+		// abuse.
+		"MCPUSH_MAX_SESSIONS_PER_PRINCIPAL=100000",
+		"MCPUSH_MAX_SESSIONS_PER_HOUR=100000",
+		"MCPUSH_MAX_REQUESTS_PER_MINUTE=10000000")
 	c := StartCluster(t, n, &ClusterOptions{Env: env, ReadyPath: "/healthz"})
 	p := NewProxy(t, c.BaseURLs()...)
 	tr := &http.Transport{
