@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,8 +21,11 @@ import (
 type fanOutFigures struct {
 	n             int
 	reads, writes int
+	rru, wru      float64 // their request units
 	detail        string
 	took          time.Duration
+	topic         string
+	sessions      []string // subscribed; even ones at level info, odd ones at warning
 }
 
 // measureFanOut creates n sessions subscribed to a topic (half of them at
@@ -31,19 +35,33 @@ func measureFanOut(tb testing.TB, b backend, n int) fanOutFigures {
 	ctx := context.Background()
 	topic := fmt.Sprintf("fan%d-%d", n, time.Now().UnixNano())
 	now := time.Now()
+	ids := make([]string, n)
+	var (
+		wg   sync.WaitGroup
+		next = make(chan int)
+	)
+	for range 4 {
+		wg.Go(func() {
+			for i := range next {
+				level := "info"
+				if i%2 == 1 {
+					level = "warning"
+				}
+				if err := b.store.CreateSession(ctx, &notify.Session{ID: ids[i], ProtocolVersion: "2025-11-25", LogLevel: level,
+					Initialized: true, CreatedAt: now, ExpiresAt: now.Add(time.Hour), Subscriptions: []string{ingest.EventURI(topic)}}); err != nil {
+					tb.Error(err)
+				}
+			}
+		})
+	}
 	for i := range n {
-		level := "info"
-		if i%2 == 1 {
-			level = "warning"
-		}
-		id := fmt.Sprintf("%s-s%05d", topic, i)
-		if err := b.store.CreateSession(ctx, &notify.Session{ID: id, ProtocolVersion: "2025-11-25", LogLevel: level,
-			Initialized: true, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-			tb.Fatal(err)
-		}
-		if err := b.store.Subscribe(ctx, id, ingest.EventURI(topic)); err != nil {
-			tb.Fatal(err)
-		}
+		ids[i] = fmt.Sprintf("%s-s%05d", topic, i)
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if tb.Failed() {
+		tb.FailNow()
 	}
 	msg, _ := json.Marshal(map[string]any{"type": "event", "topic": topic, "data": map[string]int{"n": 1}})
 	ev := events.SNSEvent{Records: []events.SNSEventRecord{{
@@ -52,7 +70,7 @@ func measureFanOut(tb testing.TB, b backend, n int) fanOutFigures {
 			Timestamp: now, Message: string(msg), SignatureVersion: "1"},
 	}}}
 	in := ingest.New(b.store, nil)
-	b.tally.reset()
+	b.reset()
 	start := time.Now()
 	sum, err := in.Handle(ctx, ev)
 	took := time.Since(start)
@@ -60,24 +78,26 @@ func measureFanOut(tb testing.TB, b backend, n int) fanOutFigures {
 		tb.Fatalf("ingest: %+v, %v", sum, err)
 	}
 	r, w, d := b.tally.counts()
-	return fanOutFigures{n: n, reads: r, writes: w, detail: d, took: took}
+	rru, wru := b.units()
+	return fanOutFigures{n: n, reads: r, writes: w, rru: rru, wru: wru, detail: d, took: took, topic: topic, sessions: ids}
 }
 
 // BenchmarkCostModel prints the cost model of issue 8 for each store, from
-// counted store requests and measured times priced at the AWS list prices
-// of prices_test.go: dollars per idle connected client per month, per
-// 1,000 events delivered to 1, 100 and 10,000 subscribers, per million
-// warm tools/call, and the Lambda concurrency a connected client uses.
+// counted store requests, their metered request units (meter) and
+// measured times, priced at the AWS list prices of prices_test.go: dollars
+// per idle connected client per month, per 1,000 events delivered to 1,
+// 100 and 10,000 subscribers, per million warm tools/call, and the Lambda
+// concurrency a connected client uses.
 //
-// Measured: an idle client's reconnections (requests and invocation time,
-// over loopback; on Lambda add the runtime's overhead to the time), the
-// ingest of one event to 1 and 100 subscribers (requests), a warm
-// tools/call (requests and time). Derived: 10,000 subscribers from the
-// per-subscriber slope between 1 and 100 (moto serialises requests, so
-// measuring 10,000 there takes an hour); the delivery side of an event
-// (each subscriber's stream reads and delivers it, then holds for
-// StreamHold, priced at the shipped 5 s) from the counted requests of a
-// delivering reconnection.
+// Measured: an idle client's reconnections (requests, units and
+// invocation time, over loopback; on Lambda add the runtime's overhead to
+// the time), the ingest of one event to 1, 100 and 300 subscribers
+// (requests, units, time), a warm tools/call (requests, units, time).
+// Derived: 10,000 subscribers from the per-subscriber slope between 100
+// and 300 (moto serialises requests, so measuring 10,000 there takes many
+// minutes); the delivery side of an event (each subscriber's stream reads
+// and delivers it, then holds for StreamHold, priced at the shipped 5 s)
+// from the units of an idle reconnection plus one read and one write.
 func BenchmarkCostModel(b *testing.B) {
 	for _, be := range backends(b) {
 		b.Run(be.name, func(b *testing.B) {
@@ -88,12 +108,13 @@ func BenchmarkCostModel(b *testing.B) {
 			)
 			for b.Loop() {
 				idle = measureIdle(b, be, 3)
-				fans = []fanOutFigures{measureFanOut(b, be, 1), measureFanOut(b, be, 100)}
+				fans = []fanOutFigures{measureFanOut(b, be, 1), measureFanOut(b, be, 100), measureFanOut(b, be, fanOutSessions)}
 				call = measureToolsCall(b, be, 20)
 			}
 			b.ReportMetric(idle.dollars, "$/idle-client-month")
 			b.ReportMetric(idle.reads, "reads/idle-reconnection")
 			b.ReportMetric(float64(fans[1].reads+fans[1].writes), "requests/event-to-100")
+			b.ReportMetric(float64(fans[2].reads+fans[2].writes), "requests/event-to-300")
 			// Printed, not logged: benchmark logs are cut at ten lines.
 			fmt.Print(costReport(be, idle, fans, call))
 		})
@@ -103,6 +124,7 @@ func BenchmarkCostModel(b *testing.B) {
 // toolsCallFigures are the counted requests and time of a warm tools/call.
 type toolsCallFigures struct {
 	reads, writes float64
+	rru, wru      float64
 	took          time.Duration
 	detail        string
 }
@@ -112,14 +134,16 @@ func measureToolsCall(tb testing.TB, b backend, calls int) toolsCallFigures {
 	sid, _ := post(tb, url, "", initReq)
 	post(tb, url, sid, initNote)
 	post(tb, url, sid, callReq)
-	b.tally.reset()
+	b.reset()
 	start := time.Now()
 	for range calls {
 		post(tb, url, sid, callReq)
 	}
 	took := time.Since(start) / time.Duration(calls)
 	r, w, d := b.tally.counts()
-	return toolsCallFigures{reads: float64(r) / float64(calls), writes: float64(w) / float64(calls), took: took, detail: d}
+	rru, wru := b.units()
+	c := float64(calls)
+	return toolsCallFigures{reads: float64(r) / c, writes: float64(w) / c, rru: rru / c, wru: wru / c, took: took, detail: d}
 }
 
 // shippedStreamHold is how long a stream stays open after it delivers.
@@ -131,36 +155,44 @@ func costReport(b backend, idle idleFigures, fans []fanOutFigures, call toolsCal
 		b.name, pricesChecked, lambdaMemoryGB*1024, b.unit)
 	idleConc := idle.held.Seconds() / (idle.retry + idle.held).Seconds()
 	fmt.Fprintf(&sb, "| figure | value | from |\n|---|---|---|\n")
-	fmt.Fprintf(&sb, "| idle connected client | $%.2f per month | %.3g reconnections/month (every %v), each %.2g reads + %.2g writes (%s) and %v of invocation; $1.00 leaves room for %v invocations |\n",
-		idle.dollars, idle.invocations, idle.retry, idle.reads, idle.writes, idle.detail, idle.held.Round(100*time.Microsecond),
-		maxIdleInvocation(idle.retry, idle.reads, idle.writes, 1.00).Round(100*time.Microsecond))
+	fmt.Fprintf(&sb, "| idle connected client | $%.2f per month | %.3g reconnections/month (every %v), each %.2g reads + %.2g writes (%s; %.2g RRU + %.2g WRU) and %v of invocation; $1.00 leaves room for %v invocations |\n",
+		idle.dollars, idle.invocations, idle.retry, idle.reads, idle.writes, idle.detail, idle.rru, idle.wru, idle.held.Round(100*time.Microsecond),
+		maxIdleInvocation(idle.retry, idle.rru, idle.wru, 1.00).Round(100*time.Microsecond))
 	fmt.Fprintf(&sb, "| Lambda concurrency per idle client | %.4f | invocation time / reconnection cycle |\n", idleConc)
 	fmt.Fprintf(&sb, "| Lambda concurrency per active client | 1 | a stream holds one invocation for StreamHold (%v) after each delivery |\n", shippedStreamHold)
-	// Fan-out: requests per event = a + k*n, from n = 1 and n = 100.
-	f1, f100 := fans[0], fans[1]
-	perSubR := float64(f100.reads-f1.reads) / float64(f100.n-f1.n)
-	perSubW := float64(f100.writes-f1.writes) / float64(f100.n-f1.n)
-	baseR, baseW := float64(f1.reads)-perSubR, float64(f1.writes)-perSubW
-	perSubTook := (f100.took - f1.took) / time.Duration(f100.n-f1.n)
+	// Fan-out: per event, requests and units a + k*n, with k the slope
+	// between the two largest measured n (both batched) and a from n = 1.
+	f1, fa, fb := fans[0], fans[1], fans[2]
+	dn := float64(fb.n - fa.n)
+	perSubReq := float64(fb.reads+fb.writes-fa.reads-fa.writes) / dn
+	perSubRRU, perSubWRU := (fb.rru-fa.rru)/dn, (fb.wru-fa.wru)/dn
+	perSubTook := (fb.took - fa.took) / time.Duration(fb.n-fa.n)
 	// The delivery side: the subscriber's stream reads and delivers the
-	// event (one reconnection's requests plus a ReadEvents and a
-	// MarkDelivered) and holds StreamHold.
-	deliverR, deliverW := idle.reads+1, idle.writes+1
+	// event (one reconnection's units plus a ReadEvents and a
+	// MarkDelivered, one small item each) and holds StreamHold.
+	deliverRRU, deliverWRU := idle.rru+1, idle.wru+1
 	for _, n := range []int{1, 100, 10000} {
-		r := baseR + perSubR*float64(n)
-		w := baseW + perSubW*float64(n)
-		ingestTime := f1.took + perSubTook*time.Duration(n-1)
-		ingestCost := cycleCost(ingestTime, r, w)
-		deliverCost := float64(n) * cycleCost(shippedStreamHold, deliverR, deliverW)
-		how := "measured"
-		if n != f1.n && n != f100.n {
-			how = "derived from 1 and 100"
+		req, rru, wru, took, how := float64(f1.reads+f1.writes), f1.rru, f1.wru, f1.took, "measured"
+		switch n {
+		case f1.n:
+		case fa.n:
+			req, rru, wru, took = float64(fa.reads+fa.writes), fa.rru, fa.wru, fa.took
+		default:
+			m := float64(n - fb.n)
+			req, rru, wru = float64(fb.reads+fb.writes)+perSubReq*m, fb.rru+perSubRRU*m, fb.wru+perSubWRU*m
+			took = fb.took + perSubTook*time.Duration(n-fb.n)
+			how = fmt.Sprintf("derived from %d and %d", fa.n, fb.n)
 		}
-		fmt.Fprintf(&sb, "| 1,000 events to %d subscriber(s) | $%.4g | per event: ingest %.0f reads + %.0f writes (%s), %v; delivery per subscriber %.2g reads + %.2g writes + %v held |\n",
-			n, 1000*(ingestCost+deliverCost), r, w, how, ingestTime.Round(time.Millisecond), deliverR, deliverW, shippedStreamHold)
+		ingestCost := cycleCost(took, rru, wru)
+		deliverCost := float64(n) * cycleCost(shippedStreamHold, deliverRRU, deliverWRU)
+		fmt.Fprintf(&sb, "| 1,000 events to %d subscriber(s) | $%.4g | per event: ingest %.0f requests, %.0f RRU + %.0f WRU (%s), %v on %s; delivery per subscriber %.2g RRU + %.2g WRU + %v held |\n",
+			n, 1000*(ingestCost+deliverCost), req, rru, wru, how, took.Round(time.Millisecond), b.name, deliverRRU, deliverWRU, shippedStreamHold)
 	}
-	fmt.Fprintf(&sb, "| 1 million warm tools/call | $%.2f | per call %.2g reads + %.2g writes (%s), %v |\n",
-		1e6*cycleCost(call.took, call.reads, call.writes), call.reads, call.writes, call.detail, call.took.Round(100*time.Microsecond))
-	fmt.Fprintf(&sb, "| fan-out of one event to 100 subscribers | %d requests | %s |\n", f100.reads+f100.writes, f100.detail)
+	fmt.Fprintf(&sb, "| 1 million warm tools/call | $%.2f | per call %.2g reads + %.2g writes (%s; %.2g RRU + %.2g WRU), %v |\n",
+		1e6*cycleCost(call.took, call.rru, call.wru), call.reads, call.writes, call.detail, call.rru, call.wru, call.took.Round(100*time.Microsecond))
+	for _, f := range fans[1:] {
+		fmt.Fprintf(&sb, "| fan-out of one event to %d subscribers | %d requests | %s; %.0f RRU + %.0f WRU; %v |\n",
+			f.n, f.reads+f.writes, f.detail, f.rru, f.wru, f.took.Round(time.Millisecond))
+	}
 	return sb.String()
 }

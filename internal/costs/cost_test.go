@@ -35,6 +35,7 @@ type backend struct {
 	name  string
 	store notify.Store
 	tally *tally
+	meter *meter // DynamoDB request units; nil on SQLite
 	unit  string // what one counted request is
 	// The counted requests that read a session and the registry hashes.
 	sessionRead, registryRead string
@@ -50,18 +51,39 @@ func backends(tb testing.TB) []backend {
 
 	endpoint := moto.Start(tb)
 	dt := newTally(dynamoRead)
+	dm := &meter{}
 	table := fmt.Sprintf("costs-%d", time.Now().UnixNano())
 	plain := moto.NewClient(context.Background(), endpoint)
 	if err := dynamostore.CreateTable(context.Background(), plain, table); err != nil {
 		tb.Fatal(err)
 	}
 	counted := moto.NewClient(context.Background(), endpoint, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, dt.middleware)
+		o.APIOptions = append(o.APIOptions, dt.middleware, dm.middleware)
 	})
 	return []backend{
-		{"sqlite", &countingStore{Store: sq, t: st}, st, "Store call", "GetSession", "RegistryHashes"},
-		{"dynamodb", dynamostore.New(counted, table, nil), dt, "DynamoDB API call", "Query", "GetItem"},
+		{"sqlite", &countingStore{Store: sq, t: st}, st, nil, "Store call", "GetSession", "RegistryHashes"},
+		{"dynamodb", dynamostore.New(counted, table, nil), dt, dm, "DynamoDB API call", "Query", "GetItem"},
 	}
+}
+
+// reset starts a measurement: no requests and no units counted.
+func (b backend) reset() {
+	b.tally.reset()
+	if b.meter != nil {
+		b.meter.reset()
+	}
+}
+
+// units returns the request units of what was counted since reset, to be
+// priced as DynamoDB on-demand read and write units: metered on DynamoDB;
+// on SQLite one unit per Store call, as if each were one small DynamoDB
+// request.
+func (b backend) units() (rru, wru float64) {
+	if b.meter != nil {
+		return b.meter.units()
+	}
+	r, w, _ := b.tally.counts()
+	return float64(r), float64(w)
 }
 
 const pollInterval = 100 * time.Millisecond
@@ -121,7 +143,7 @@ func TestCosts(t *testing.T) {
 			var rows []row
 
 			// Creating a session: initialize and notifications/initialized.
-			b.tally.reset()
+			b.reset()
 			sid, _ := post(t, url, "", initReq)
 			post(t, url, sid, initNote)
 			r, w, d := b.tally.counts()
@@ -133,7 +155,7 @@ func TestCosts(t *testing.T) {
 			// A warm tools/call that emits no notification.
 			post(t, url, sid, callReq) // warm: the process has its registry copy
 			const calls = 20
-			b.tally.reset()
+			b.reset()
 			for range calls {
 				post(t, url, sid, callReq)
 			}
@@ -158,7 +180,7 @@ func TestCosts(t *testing.T) {
 			}
 			go io.Copy(io.Discard, bufio.NewReader(resp.Body))
 			time.Sleep(3 * pollInterval) // past the stream's setup
-			b.tally.reset()
+			b.reset()
 			const intervals = 20
 			time.Sleep(intervals * pollInterval)
 			r, w, d = b.tally.counts()

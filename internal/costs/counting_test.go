@@ -107,6 +107,10 @@ func (c *countingStore) Append(ctx context.Context, sid, stream string, data [][
 	c.t.add("Append")
 	return c.Store.Append(ctx, sid, stream, data, o)
 }
+func (c *countingStore) AppendEach(ctx context.Context, ids []string, key string, pick func(*notify.Session) [][]byte) ([]string, error) {
+	c.t.add("AppendEach")
+	return c.Store.AppendEach(ctx, ids, key, pick)
+}
 func (c *countingStore) ReadEvents(ctx context.Context, sid, stream string, after int64, limit int) ([]notify.Event, error) {
 	c.t.add("ReadEvents")
 	return c.Store.ReadEvents(ctx, sid, stream, after, limit)

@@ -88,6 +88,7 @@ type idleFigures struct {
 	retry         time.Duration
 	cycles        int
 	reads, writes float64       // store requests per reconnection
+	rru, wru      float64       // their request units
 	sessionReads  float64       // of which reads of the session
 	registryReads float64       // of which reads of the registry hashes (per process, shared)
 	held          time.Duration // mean invocation of a reconnection
@@ -115,7 +116,7 @@ func measureIdle(tb testing.TB, b backend, cycles int) idleFigures {
 	}
 	f := idleFigures{retry: first.retry, cycles: cycles}
 	last := first
-	b.tally.reset()
+	b.reset()
 	var held time.Duration
 	ids := map[string]bool{}
 	for range cycles {
@@ -137,7 +138,9 @@ func measureIdle(tb testing.TB, b backend, cycles int) idleFigures {
 	f.registryReads = float64(b.tally.count(b.registryRead)) / float64(cycles)
 	f.held = held / time.Duration(cycles)
 	f.detail = d
-	f.dollars, f.invocations = idleMonth(f.retry, f.held, f.reads, f.writes)
+	rru, wru := b.units()
+	f.rru, f.wru = rru/float64(cycles), wru/float64(cycles)
+	f.dollars, f.invocations = idleMonth(f.retry, f.held, f.rru, f.wru)
 
 	msg := `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"events://orders"}}`
 	if _, _, err := b.store.Append(context.Background(), sid, notify.SessionStream, [][]byte{[]byte(msg)}, nil); err != nil {
@@ -158,7 +161,7 @@ func measureIdle(tb testing.TB, b backend, cycles int) idleFigures {
 // reconnections make at most one store read and no write each, its event
 // ids change every time, the next reconnection delivers what was appended
 // meanwhile, and the month of reconnections, priced from the counted
-// requests and the measured invocation time, stays under $1.00.
+// request units and the measured invocation time, stays under $1.00.
 func TestIdleClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skips the tests that start moto_server")
@@ -180,12 +183,12 @@ func TestIdleClient(t *testing.T) {
 			// is that the counted requests leave room for a 15 ms
 			// invocation, about twice a warm Lambda invocation that makes
 			// one DynamoDB Query, within $1.00 a month.
-			if room := maxIdleInvocation(f.retry, f.reads, f.writes, 1.00); room < 15*time.Millisecond {
-				t.Errorf("with %.2g reads and %.2g writes per reconnection every %v, an idle client stays under $1.00 a month only if each invocation takes less than %v; want room for 15ms",
-					f.reads, f.writes, f.retry, room)
+			if room := maxIdleInvocation(f.retry, f.rru, f.wru, 1.00); room < 15*time.Millisecond {
+				t.Errorf("with %.2g RRU and %.2g WRU per reconnection every %v, an idle client stays under $1.00 a month only if each invocation takes less than %v; want room for 15ms",
+					f.rru, f.wru, f.retry, room)
 			}
-			t.Logf("%s: idle reconnection every %v: %.2g reads, %.2g writes (%s), %v held; $%.2f per client-month; an event appended while idle arrived after %v",
-				b.name, f.retry, f.reads, f.writes, f.detail, f.held.Round(time.Millisecond), f.dollars, f.latency.Round(time.Millisecond))
+			t.Logf("%s: idle reconnection every %v: %.2g reads, %.2g writes (%s; %.2g RRU, %.2g WRU), %v held; $%.2f per client-month; an event appended while idle arrived after %v",
+				b.name, f.retry, f.reads, f.writes, f.detail, f.rru, f.wru, f.held.Round(time.Millisecond), f.dollars, f.latency.Round(time.Millisecond))
 		})
 	}
 }
@@ -193,14 +196,14 @@ func TestIdleClient(t *testing.T) {
 // maxIdleInvocation is the longest invocation an idle client's
 // reconnection may take for the client to cost at most budget dollars a
 // month.
-func maxIdleInvocation(retry time.Duration, reads, writes, budget float64) time.Duration {
+func maxIdleInvocation(retry time.Duration, rru, wru, budget float64) time.Duration {
 	lo, hi := time.Duration(0), retry
-	if d, _ := idleMonth(retry, lo, reads, writes); d > budget {
+	if d, _ := idleMonth(retry, lo, rru, wru); d > budget {
 		return 0
 	}
 	for hi-lo > 100*time.Microsecond {
 		mid := (lo + hi) / 2
-		if d, _ := idleMonth(retry, mid, reads, writes); d > budget {
+		if d, _ := idleMonth(retry, mid, rru, wru); d > budget {
 			hi = mid
 		} else {
 			lo = mid

@@ -16,29 +16,19 @@ const (
 	month             = 30 * 24 * time.Hour
 )
 
-// Read and write units per counted DynamoDB request, for the requests
-// these tests count: every read of this package is strongly consistent
-// and returns at most 4 KB for a session of a few subscriptions (one RRU);
-// a write of a small item is one WRU, a TransactWriteItems of k items 2k
-// WRU (counted per item by the tests that use it).
-const (
-	rruPerRead  = 1.0
-	wruPerWrite = 1.0
-)
-
-// cycleCost is what one invocation costs that runs for held, makes reads
-// DynamoDB read requests and writes write requests.
-func cycleCost(held time.Duration, reads, writes float64) float64 {
+// cycleCost is what one invocation costs that runs for held and uses rru
+// DynamoDB read request units and wru write request units.
+func cycleCost(held time.Duration, rru, wru float64) float64 {
 	return lambdaPerRequest + held.Seconds()*lambdaMemoryGB*lambdaPerGBSecond +
-		reads*rruPerRead*dynamoPerRRU + writes*wruPerWrite*dynamoPerWRU
+		rru*dynamoPerRRU + wru*dynamoPerWRU
 }
 
 // idleMonth is the monthly cost of an idle client whose stream reconnects
-// every retry and whose every reconnection is one invocation of held,
-// with reads and writes DynamoDB requests. The reconnection cycle is retry
-// plus the invocation; network round trips only lengthen it (fewer
+// every retry and whose every reconnection is one invocation of held that
+// uses rru read and wru write request units. The reconnection cycle is
+// retry plus the invocation; network round trips only lengthen it (fewer
 // cycles), so leaving them out overstates the cost.
-func idleMonth(retry, held time.Duration, reads, writes float64) (dollars, invocations float64) {
+func idleMonth(retry, held time.Duration, rru, wru float64) (dollars, invocations float64) {
 	invocations = float64(month) / float64(retry+held)
-	return invocations * cycleCost(held, reads, writes), invocations
+	return invocations * cycleCost(held, rru, wru), invocations
 }

@@ -37,6 +37,39 @@ func CheckAppend(sessionID, streamID string, data [][]byte, opts *AppendOptions)
 	return nil
 }
 
+// MaxAppendEach is the most sessions one Store.AppendEach call may
+// name: on DynamoDB, one BatchGetItem request reads them all (their
+// session items and stream heads).
+const MaxAppendEach = 50
+
+// CheckAppendEach validates the arguments of Store.AppendEach the same way
+// for every implementation: no ids, an empty id, an empty key or more than
+// MaxAppendEach ids is ErrInvalid. It returns the ids without repeats, in
+// their first order.
+func CheckAppendEach(ids []string, key string) ([]string, error) {
+	switch {
+	case len(ids) == 0:
+		return nil, fmt.Errorf("%w: no session ids", ErrInvalid)
+	case key == "":
+		return nil, fmt.Errorf("%w: empty idempotency key", ErrInvalid)
+	}
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id == "" {
+			return nil, fmt.Errorf("%w: empty session id", ErrInvalid)
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	if len(out) > MaxAppendEach {
+		return nil, fmt.Errorf("%w: %d sessions in one AppendEach (at most %d)", ErrInvalid, len(out), MaxAppendEach)
+	}
+	return out, nil
+}
+
 // MaxURIBytes bounds a subscription URI; both stores refuse a longer one
 // with ErrTooLarge, so that a subscription costs the same bounded storage
 // on both.

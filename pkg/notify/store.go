@@ -146,6 +146,21 @@ type Store interface {
 	// Seq > after, in order; ErrNotFound when the session is gone. One
 	// read when there is little or nothing new (an idle stream's poll).
 	ReadEvents(ctx context.Context, sessionID, streamID string, after int64, limit int) ([]Event, error)
+	// AppendEach appends to the SessionStream log of each live session in
+	// ids the events pick returns for it, at most once per (session, key)
+	// as Append with AppendOptions.IdempotencyKey does (the two share the
+	// keys): the fan-out of one event to its subscribers in a few batched
+	// requests. pick sees the session's profile (ID, Principal,
+	// ProtocolVersion, ClientInfo, ClientCapabilities, LogLevel,
+	// Initialized, CreatedAt, ExpiresAt; not its subscriptions) and returns
+	// nil to skip it; what it returns is checked as Append's data, and a
+	// value Append would refuse fails the call before anything is
+	// appended. Sessions
+	// that are gone are skipped. It returns the ids appended to now, in the
+	// order of ids; on error some sessions may have been appended to
+	// (they are in appended), and a retry with the same key completes the
+	// rest. ids holds at most MaxAppendEach distinct ids (ErrInvalid).
+	AppendEach(ctx context.Context, ids []string, key string, pick func(*Session) [][]byte) (appended []string, err error)
 	// MarkDelivered records that GET-stream events up to seq were written to
 	// a client; it never moves Session.Delivered backwards.
 	MarkDelivered(ctx context.Context, sessionID string, seq int64) error

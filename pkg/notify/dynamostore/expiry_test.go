@@ -218,4 +218,24 @@ func TestAppendLimits(t *testing.T) {
 			t.Errorf("Append(%s) = %d, %v; want %d, %v", tt.name, seq, err, tt.wantSeq, tt.wantErr)
 		}
 	}
+
+	// AppendEach splits its sessions over transactions by size: three
+	// sessions that each get the largest append there is need three.
+	ids := []string{"s", "t", "u"}
+	for _, id := range ids[1:] {
+		if err := st.CreateSession(ctx, &notify.Session{ID: id, ExpiresAt: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := events(notify.MaxAppendBytes/notify.MaxItemBytes, notify.MaxItemBytes)
+	got, err := st.AppendEach(ctx, ids, "each", func(*notify.Session) [][]byte { return big })
+	if err != nil || len(got) != len(ids) {
+		t.Fatalf("AppendEach of the largest appends = %q, %v", got, err)
+	}
+	for _, id := range ids {
+		sess, err := st.GetSession(ctx, id)
+		if err != nil || sess.StreamHead != int64(len(big)) {
+			t.Errorf("%s after AppendEach: %+v, %v; want StreamHead %d", id, sess, err, len(big))
+		}
+	}
 }

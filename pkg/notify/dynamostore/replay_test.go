@@ -86,6 +86,14 @@ func TestRetriedWrites(t *testing.T) {
 			return fmt.Sprint(seq, ok, errString(err))
 		}}
 	}
+	appendEachCall := func(ids []string, key string) call {
+		return call{fmt.Sprintf("AppendEach(%v, %s)", ids, key), func(st notify.Store) string {
+			got, err := st.AppendEach(ctx, ids, key, func(s *notify.Session) [][]byte {
+				return [][]byte{[]byte(key + "/" + s.ID), []byte(s.LogLevel)}
+			})
+			return fmt.Sprint(got, errString(err))
+		}}
+	}
 	script := []call{
 		{"CreateSession(a)", func(st notify.Store) string { return errString(st.CreateSession(ctx, sess("a"))) }},
 		{"CreateSession(a) again", func(st notify.Store) string { return errString(st.CreateSession(ctx, sess("a"))) }},
@@ -111,6 +119,9 @@ func TestRetriedWrites(t *testing.T) {
 		appendCall("a", cas("h0", "h1"), "5"),
 		appendCall("a", cas("h0", "h2"), "5 again"),
 		appendCall("missing", nil, "x"),
+		appendEachCall([]string{"a", "b", "missing"}, "ek"),
+		appendEachCall([]string{"b", "a"}, "ek"),
+		appendEachCall([]string{"b"}, "ek2"),
 		{"MarkDelivered", func(st notify.Store) string { return errString(st.MarkDelivered(ctx, "a", 3)) }},
 		{"PutMessage", func(st notify.Store) string {
 			ok, err := st.PutMessage(ctx, "a", "m", []byte("v"))

@@ -216,6 +216,15 @@ func (s *Store) GetSession(ctx context.Context, id string) (_ *notify.Session, e
 		return nil, notify.ErrNotFound
 	}
 	slices.Sort(subs)
+	sess := sessionOf(id, meta)
+	sess.Subscriptions = subs
+	sess.StreamHead = head
+	return sess, nil
+}
+
+// sessionOf returns the session of a live session item, without its
+// subscriptions and stream head.
+func sessionOf(id string, meta item) *notify.Session {
 	sess := &notify.Session{
 		ID:                 id,
 		Principal:          getS(meta, attrPrincipal),
@@ -227,10 +236,8 @@ func (s *Store) GetSession(ctx context.Context, id string) (_ *notify.Session, e
 		CreatedAt:          fromNanos(getN(meta, attrCreatedAt)),
 		ExpiresAt:          fromNanos(getN(meta, attrExp)),
 		Version:            getN(meta, attrVersion),
-		Subscriptions:      subs,
 		NotifiedHashes:     make(map[string]string),
 		Delivered:          getN(meta, attrDelivered),
-		StreamHead:         head,
 	}
 	if m, ok := meta[attrHashes].(*types.AttributeValueMemberM); ok {
 		for kind, v := range m.Value {
@@ -239,7 +246,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (_ *notify.Session, e
 			}
 		}
 	}
-	return sess, nil
+	return sess
 }
 
 // UpdateSession implements notify.Store with one conditional UpdateItem.

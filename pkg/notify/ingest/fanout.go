@@ -3,17 +3,14 @@ package ingest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/mcpush/mcpush/pkg/notify"
 )
-
-// getStream is the session log that fan-out appends to.
-const getStream = notify.SessionStream
 
 // EventURI returns the resource URI of a topic's event log,
 // events://<topic>: the URI sessions subscribe to.
@@ -97,11 +94,12 @@ func admitsInfo(level string) bool {
 }
 
 // fanOut appends the notifications of ev to the GET stream of every
-// session subscribed to its topic, once per session: the append is
+// session subscribed to its topic, once per session: the appends are
 // idempotent on event/<topic>/<seq>, so that a retry completes a fan-out
-// that failed part way and adds nothing where it had succeeded. Up to
-// in.concurrency sessions are notified at a time. It returns how many
-// sessions were notified now. A failure for one session does not stop the
+// that failed part way and adds nothing where it had succeeded. The
+// subscribers go to the store in batches of notify.MaxAppendEach
+// (Store.AppendEach), in.concurrency batches at a time. It returns how
+// many sessions were notified now. A failed batch does not stop the
 // others; the error reports them all.
 func (in *Ingester) fanOut(ctx context.Context, ev *notify.TopicEvent) (notified int, err error) {
 	uri := EventURI(ev.Topic)
@@ -112,72 +110,51 @@ func (in *Ingester) fanOut(ctx context.Context, ev *notify.TopicEvent) (notified
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	// Both encodings up front: the workers share them read-only.
+	// Both encodings up front: the batches share them read-only.
 	batches := make(map[bool][][]byte, 2)
 	for _, withMessage := range []bool{false, true} {
 		if batches[withMessage], err = EventNotifications(ev, withMessage); err != nil {
 			return 0, err
 		}
 	}
+	pick := func(s *notify.Session) [][]byte { return batches[admitsInfo(s.LogLevel)] }
 	var (
 		key    = fmt.Sprintf("event/%s/%d", ev.Topic, ev.Seq)
 		mu     sync.Mutex
 		failed int
 		first  error
-		next   = make(chan string)
+		next   = make(chan []string)
 		wg     sync.WaitGroup
 	)
-	for range min(in.concurrency, len(ids)) {
+	for range min(in.concurrency, (len(ids)+notify.MaxAppendEach-1)/notify.MaxAppendEach) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for id := range next {
-				appended, err := in.notify(ctx, id, key, batches)
+			for batch := range next {
+				appended, err := in.store.AppendEach(ctx, batch, key, pick)
 				mu.Lock()
-				switch {
-				case err != nil:
-					in.logger.LogAttrs(ctx, slog.LevelError, "event fan-out to a session failed",
+				notified += len(appended)
+				if err != nil {
+					in.logger.LogAttrs(ctx, slog.LevelError, "event fan-out to a batch of sessions failed",
 						slog.String("messageId", ev.MessageID), slog.String("topic", ev.Topic), slog.Int64("seq", ev.Seq),
-						slog.String("session", id), slog.String("err", err.Error()))
+						slog.String("firstSession", batch[0]), slog.Int("sessions", len(batch)), slog.String("err", err.Error()))
 					failed++
 					if first == nil {
 						first = err
 					}
-				case appended:
-					notified++
 				}
 				mu.Unlock()
 			}
 		}()
 	}
-	for _, id := range ids {
-		next <- id
+	for batch := range slices.Chunk(ids, notify.MaxAppendEach) {
+		next <- batch
 	}
 	close(next)
 	wg.Wait()
 	if failed > 0 {
-		return notified, fmt.Errorf("fan-out of %s seq %d failed for %d of %d sessions, first: %w", ev.Topic, ev.Seq, failed, len(ids), first)
+		return notified, fmt.Errorf("fan-out of %s seq %d failed for %d of %d batches of sessions, first: %w",
+			ev.Topic, ev.Seq, failed, (len(ids)+notify.MaxAppendEach-1)/notify.MaxAppendEach, first)
 	}
 	return notified, nil
-}
-
-// notify appends an event's notifications to one session's GET stream. A
-// session that is gone is skipped. batches holds the encoded
-// notifications by whether they include the message.
-func (in *Ingester) notify(ctx context.Context, id, key string, batches map[bool][][]byte) (bool, error) {
-	sess, err := in.store.GetSession(ctx, id)
-	if errors.Is(err, notify.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("session %s: %w", id, err)
-	}
-	_, appended, err := in.store.Append(ctx, id, getStream, batches[admitsInfo(sess.LogLevel)], &notify.AppendOptions{IdempotencyKey: key})
-	if errors.Is(err, notify.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("session %s: %w", id, err)
-	}
-	return appended, nil
 }

@@ -60,17 +60,19 @@ func TestHandleFanOut(t *testing.T) {
 // faultyStore fails chosen calls of a real store.
 type faultyStore struct {
 	notify.Store
-	failAppend map[string]bool // session ids whose Append fails
+	failAppend map[string]bool // session ids whose AppendEach batch fails
 	ghosts     []string        // listed by Subscribers, but no such session
 }
 
 var errInjected = errors.New("injected failure")
 
-func (s *faultyStore) Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *notify.AppendOptions) (int64, bool, error) {
-	if s.failAppend[sessionID] {
-		return 0, false, errInjected
+func (s *faultyStore) AppendEach(ctx context.Context, ids []string, key string, pick func(*notify.Session) [][]byte) ([]string, error) {
+	for _, id := range ids {
+		if s.failAppend[id] {
+			return nil, errInjected
+		}
 	}
-	return s.Store.Append(ctx, sessionID, streamID, data, opts)
+	return s.Store.AppendEach(ctx, ids, key, pick)
 }
 
 func (s *faultyStore) Subscribers(ctx context.Context, uri string) ([]string, error) {
@@ -78,34 +80,47 @@ func (s *faultyStore) Subscribers(ctx context.Context, uri string) ([]string, er
 	return append(s.ghosts, ids...), err
 }
 
+// TestHandleRetryCompletesFanOut: a batch of the fan-out that fails does
+// not stop the other batches, and the retry SNS makes completes the
+// failed one without a second copy anywhere.
 func TestHandleRetryCompletesFanOut(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	faulty := &faultyStore{Store: st, failAppend: map[string]bool{"sess-a": true}, ghosts: []string{"sess-0-gone"}}
 	var logs bytes.Buffer
 	in := New(faulty, &Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	// Subscribers lists ids sorted: the ghost and sess-a..sess-c are the
+	// first batch, the fillers the second.
 	newSession(t, st, "sess-a", "", "orders")
 	newSession(t, st, "sess-b", "", "orders")
 	newSession(t, st, "sess-c", "warning", "orders")
+	var fillers []string
+	for i := range notify.MaxAppendEach {
+		id := fmt.Sprintf("sess-z%03d", i)
+		newSession(t, st, id, "", "orders")
+		fillers = append(fillers, id)
+	}
 
 	batch := snsEvent(record("m1", ordersARN, `{"type":"event","topic":"orders","data":"x"}`))
 	sum, err := in.Handle(ctx, batch)
 	if err == nil || !strings.Contains(err.Error(), "m1") {
 		t.Fatalf("Handle error = %v, want one naming m1", err)
 	}
-	if sum.Rejected != 1 || len(sum.Errors) != 1 || !strings.Contains(sum.Errors[0], "sess-a") || !strings.Contains(sum.Errors[0], errInjected.Error()) {
-		t.Errorf("summary = %+v, want m1 rejected for sess-a", sum)
+	if sum.Rejected != 1 || len(sum.Errors) != 1 || !strings.Contains(sum.Errors[0], "1 of 2 batches") || !strings.Contains(sum.Errors[0], errInjected.Error()) {
+		t.Errorf("summary = %+v, want m1 rejected for one batch of two", sum)
 	}
-	if !strings.Contains(logs.String(), `"session":"sess-a"`) {
-		t.Errorf("the failed session is not logged:\n%s", logs.String())
+	if !strings.Contains(logs.String(), `"firstSession":"sess-0-gone"`) {
+		t.Errorf("the failed batch is not logged:\n%s", logs.String())
 	}
-	// The event is stored, and the sessions after the failing one got it.
+	// The event is stored, and the other batch got it.
 	want := []string{updatedJSON("orders"), messageJSON("orders", 1, "m1", `"x"`)}
-	if got := stream(t, st, "sess-a"); len(got) != 0 {
-		t.Errorf("sess-a stream = %q, want empty", got)
+	for _, id := range []string{"sess-a", "sess-b"} {
+		if got := stream(t, st, id); len(got) != 0 {
+			t.Errorf("%s stream = %q, want empty", id, got)
+		}
 	}
-	if diff := cmp.Diff(want, stream(t, st, "sess-b")); diff != "" {
-		t.Errorf("sess-b stream (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, stream(t, st, fillers[len(fillers)-1])); diff != "" {
+		t.Errorf("second batch's stream (-want +got):\n%s", diff)
 	}
 
 	// SNS retries once the fault is gone: the fan-out completes, without
@@ -120,11 +135,15 @@ func TestHandleRetryCompletesFanOut(t *testing.T) {
 			t.Errorf("retry summary (-want +got):\n%s", diff)
 		}
 	}
-	for id, want := range map[string][]string{
+	wants := map[string][]string{
 		"sess-a": want,
 		"sess-b": want,
 		"sess-c": {updatedJSON("orders")},
-	} {
+	}
+	for _, id := range fillers {
+		wants[id] = want
+	}
+	for id, want := range wants {
 		if diff := cmp.Diff(want, stream(t, st, id)); diff != "" {
 			t.Errorf("%s stream after retry (-want +got):\n%s", id, diff)
 		}
@@ -153,35 +172,38 @@ func TestEventNotificationsOversizePayload(t *testing.T) {
 	}
 }
 
-// inFlightStore records the most GetSession calls that ran at once.
+// inFlightStore records the most AppendEach calls that ran at once.
 type inFlightStore struct {
 	notify.Store
-	mu       sync.Mutex
-	cur, max int
+	mu              sync.Mutex
+	cur, max, calls int
 }
 
-func (s *inFlightStore) GetSession(ctx context.Context, id string) (*notify.Session, error) {
+func (s *inFlightStore) AppendEach(ctx context.Context, ids []string, key string, pick func(*notify.Session) [][]byte) ([]string, error) {
 	s.mu.Lock()
 	s.cur++
+	s.calls++
 	s.max = max(s.max, s.cur)
 	s.mu.Unlock()
 	defer func() { s.mu.Lock(); s.cur--; s.mu.Unlock() }()
-	return s.Store.GetSession(ctx, id)
+	return s.Store.AppendEach(ctx, ids, key, pick)
 }
 
-// TestFanOutConcurrency: a fan-out to many sessions runs at most
-// FanOutConcurrency of them at a time, and still notifies every session
-// once, each with the notifications its log level admits.
+// TestFanOutConcurrency: a fan-out to many sessions goes to the store in
+// batches of notify.MaxAppendEach, at most FanOutConcurrency batches at a
+// time, and still notifies every session once, each with the
+// notifications its log level admits.
 func TestFanOutConcurrency(t *testing.T) {
 	ctx := context.Background()
 	st := &inFlightStore{Store: newStore(t)}
-	const sessions, limit = 40, 4
+	const limit = 2
+	sessions := 5*notify.MaxAppendEach + 1
 	for i := range sessions {
 		level := "info"
 		if i%2 == 1 {
 			level = "error"
 		}
-		newSession(t, st.Store, fmt.Sprintf("s%02d", i), level, "orders")
+		newSession(t, st.Store, fmt.Sprintf("s%03d", i), level, "orders")
 	}
 	in := New(st, &Options{FanOutConcurrency: limit})
 	sum, err := in.Handle(ctx, snsEvent(record("m1", ordersARN, `{"type":"event","topic":"orders","data":1}`)))
@@ -189,14 +211,17 @@ func TestFanOutConcurrency(t *testing.T) {
 		t.Fatalf("Handle: %+v, %v", sum, err)
 	}
 	if st.max > limit {
-		t.Errorf("%d sessions were notified at once, want at most %d", st.max, limit)
+		t.Errorf("%d batches were appended at once, want at most %d", st.max, limit)
+	}
+	if st.calls != 6 {
+		t.Errorf("%d AppendEach calls for %d sessions, want 6", st.calls, sessions)
 	}
 	for i := range sessions {
 		want := []string{updatedJSON("orders"), messageJSON("orders", 1, "m1", `1`)}
 		if i%2 == 1 {
 			want = want[:1]
 		}
-		id := fmt.Sprintf("s%02d", i)
+		id := fmt.Sprintf("s%03d", i)
 		if diff := cmp.Diff(want, stream(t, st.Store, id)); diff != "" {
 			t.Errorf("%s stream (-want +got):\n%s", id, diff)
 		}

@@ -122,6 +122,7 @@ type statements struct {
 	// Writes.
 	sessionExpiresAt   *sql.Stmt
 	liveSession        *sql.Stmt
+	liveProfile        *sql.Stmt
 	insertSession      *sql.Stmt
 	updateSession      *sql.Stmt
 	markDelivered      *sql.Stmt
@@ -192,6 +193,11 @@ func prepare(w, r *sql.DB) (*statements, error) {
 		{&st.sessionExpiresAt, w, `SELECT expires_at FROM sessions WHERE id = ?1`},
 		{&st.liveSession, w, `
 			SELECT version, notified_tools, notified_resources, notified_prompts
+			FROM sessions WHERE id = ?1 AND expires_at > ?2`},
+		{&st.liveProfile, w, `
+			SELECT principal, protocol_version, client_info, client_capabilities, log_level,
+				initialized, created_at, expires_at, version, delivered,
+				notified_tools, notified_resources, notified_prompts
 			FROM sessions WHERE id = ?1 AND expires_at > ?2`},
 		{&st.insertSession, w, `
 			INSERT INTO sessions (id, principal, protocol_version, client_info, client_capabilities,

@@ -63,6 +63,8 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"StreamHead", testStreamHead},
 		{"AppendIdempotencyKey", testAppendIdempotencyKey},
 		{"AppendNotifiedHash", testAppendNotifiedHash},
+		{"AppendEach", testAppendEach},
+		{"AppendEachMany", testAppendEachMany},
 		{"MarkDelivered", testMarkDelivered},
 		{"Mailbox", testMailbox},
 		{"Subscriptions", testSubscriptions},
