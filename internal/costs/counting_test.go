@@ -107,9 +107,9 @@ func (c *countingStore) Append(ctx context.Context, sid, stream string, data [][
 	c.t.add("Append")
 	return c.Store.Append(ctx, sid, stream, data, o)
 }
-func (c *countingStore) AppendEach(ctx context.Context, ids []string, key string, pick func(*notify.Session) [][]byte) ([]string, error) {
+func (c *countingStore) AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, int64) [][]byte) ([]string, error) {
 	c.t.add("AppendEach")
-	return c.Store.AppendEach(ctx, ids, key, pick)
+	return c.Store.AppendEach(ctx, ids, uri, upTo, pick)
 }
 func (c *countingStore) ReadEvents(ctx context.Context, sid, stream string, after int64, limit int) ([]notify.Event, error) {
 	c.t.add("ReadEvents")

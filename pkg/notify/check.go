@@ -38,26 +38,27 @@ func CheckAppend(sessionID, streamID string, data [][]byte, opts *AppendOptions)
 }
 
 // MaxAppendEach is the most sessions one Store.AppendEach call may
-// name: on DynamoDB, one BatchGetItem request reads them all (their
-// session items and stream heads).
+// name: on DynamoDB, two BatchGetItem requests read their session items,
+// stream heads and subscriptions.
 const MaxAppendEach = 50
 
 // CheckAppendEach validates the arguments of Store.AppendEach the same way
-// for every implementation: no ids, an empty id, an empty key or more than
-// MaxAppendEach ids is ErrInvalid. It returns the ids without repeats, in
-// their first order.
-func CheckAppendEach(ids []string, key string) ([]string, error) {
+// for every implementation: no ids, an empty id, more than MaxAppendEach
+// distinct ids or an upTo below 1 is ErrInvalid, and uri is checked as
+// by CheckSubscription. It returns the ids without repeats, in their first
+// order.
+func CheckAppendEach(ids []string, uri string, upTo int64) ([]string, error) {
 	switch {
 	case len(ids) == 0:
 		return nil, fmt.Errorf("%w: no session ids", ErrInvalid)
-	case key == "":
-		return nil, fmt.Errorf("%w: empty idempotency key", ErrInvalid)
+	case upTo < 1:
+		return nil, fmt.Errorf("%w: position %d (at least 1)", ErrInvalid, upTo)
 	}
 	seen := make(map[string]bool, len(ids))
 	out := make([]string, 0, len(ids))
 	for _, id := range ids {
-		if id == "" {
-			return nil, fmt.Errorf("%w: empty session id", ErrInvalid)
+		if err := CheckSubscription(id, uri); err != nil {
+			return nil, err
 		}
 		if !seen[id] {
 			seen[id] = true

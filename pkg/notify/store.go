@@ -147,20 +147,27 @@ type Store interface {
 	// read when there is little or nothing new (an idle stream's poll).
 	ReadEvents(ctx context.Context, sessionID, streamID string, after int64, limit int) ([]Event, error)
 	// AppendEach appends to the SessionStream log of each live session in
-	// ids the events pick returns for it, at most once per (session, key)
-	// as Append with AppendOptions.IdempotencyKey does (the two share the
-	// keys): the fan-out of one event to its subscribers in a few batched
-	// requests. pick sees the session's profile (ID, Principal,
-	// ProtocolVersion, ClientInfo, ClientCapabilities, LogLevel,
-	// Initialized, CreatedAt, ExpiresAt; not its subscriptions) and returns
-	// nil to skip it; what it returns is checked as Append's data, and a
+	// ids that is subscribed to uri what pick returns for it, in the order
+	// of a position the subscription keeps: 0 when it starts (Subscribe;
+	// Unsubscribe forgets it), moved to upTo by an append, which happens
+	// only while the position is below upTo, atomically with the events.
+	// This is the fan-out of a topic's events to its subscribers in a few
+	// batched requests: with upTo the event's topic sequence number, each
+	// subscriber gets each event at most once and in topic order, however
+	// the fan-outs of different events interleave. pick sees the
+	// session's profile (ID, Principal, ProtocolVersion, ClientInfo,
+	// ClientCapabilities, LogLevel, Initialized, CreatedAt, ExpiresAt; not
+	// its subscriptions) and the position, and returns the events that
+	// bring the session from there to upTo (nil: none, the position stays).
+	// It may be called again for a session whose position another writer
+	// moved meanwhile. What it returns is checked as Append's data, and a
 	// value Append would refuse fails the call before anything is
-	// appended. Sessions
-	// that are gone are skipped. It returns the ids appended to now, in the
-	// order of ids; on error some sessions may have been appended to
-	// (they are in appended), and a retry with the same key completes the
-	// rest. ids holds at most MaxAppendEach distinct ids (ErrInvalid).
-	AppendEach(ctx context.Context, ids []string, key string, pick func(*Session) [][]byte) (appended []string, err error)
+	// appended. Sessions that are gone, or not subscribed to uri, are
+	// skipped. It returns the ids appended to now, in the order of ids; on
+	// error some sessions may have been appended to (they are in
+	// appended), and the same call again completes the rest. ids holds at
+	// most MaxAppendEach distinct ids (ErrInvalid); upTo is at least 1.
+	AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(s *Session, at int64) [][]byte) (appended []string, err error)
 	// MarkDelivered records that GET-stream events up to seq were written to
 	// a client; it never moves Session.Delivered backwards.
 	MarkDelivered(ctx context.Context, sessionID string, seq int64) error

@@ -6,43 +6,55 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
+// attrPos is a subscription marker's position (AppendEach).
+const attrPos = "pos"
+
 // eachAppend is one session's part of an AppendEach: what to append, and
-// the head it is believed to be at.
+// the stream head and subscription position it is believed to be at.
 type eachAppend struct {
-	id, pk string
-	data   [][]byte
-	old    int64
-	bytes  int
+	sess    *notify.Session
+	pk      string
+	data    [][]byte
+	old, at int64
+	bytes   int
 }
 
-// AppendEach implements notify.Store with one BatchGetItem of the
-// sessions' items and SessionStream heads (the profiles pick sees, and the
+// AppendEach implements notify.Store with BatchGetItem requests (two for
+// 50 sessions) of the sessions' items, SessionStream heads and
+// subscription markers (the profiles and positions pick sees, and the
 // heads the events follow), then TransactWriteItems that each carry the
-// appends of as many sessions as fit in 100 items and MaxAppendBytes:
-// for each session, the items of one Append with an idempotency key
-// (head, live check, key, events). Twenty sessions that each get two
-// events fit one transaction, so 50 sessions cost one read and three
-// transactions. A session whose head moved meanwhile costs its
-// transaction one more try from the head the cancelled one returned; a
-// session that is gone or already has the key is dropped from it.
-func (s *Store) AppendEach(ctx context.Context, ids []string, idemKey string, pick func(*notify.Session) [][]byte) (appended []string, err error) {
-	defer wrap(&err, "dynamostore: AppendEach(%d sessions, %q)", len(ids), idemKey)
-	ids, err = notify.CheckAppendEach(ids, idemKey)
+// appends of as many sessions as fit in 100 items and MaxAppendBytes: for
+// each session the head's update, a check that the session is live, the
+// update of the marker's position (conditional on the position read) and
+// the events. Twenty sessions that each get two events fit one
+// transaction, so 50 sessions cost two reads and three transactions. A
+// session whose head or position moved meanwhile costs its transaction
+// one more try, from the values the cancelled one returned; a session
+// that is gone, unsubscribed or already at upTo is dropped from it.
+func (s *Store) AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, int64) [][]byte) (appended []string, err error) {
+	defer wrap(&err, "dynamostore: AppendEach(%d sessions, %q, %d)", len(ids), uri, upTo)
+	ids, err = notify.CheckAppendEach(ids, uri, upTo)
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]item, 0, 2*len(ids))
+	keys := make([]item, 0, 3*len(ids))
 	for _, id := range ids {
-		keys = append(keys, key(sessPK(id), metaSK), key(sessPK(id), getHeadSK))
+		pk := sessPK(id)
+		keys = append(keys, key(pk, metaSK), key(pk, getHeadSK), key(pk, markerSK(uri)))
 	}
-	items, err := s.batchGet(ctx, keys, "", nil)
-	if err != nil {
-		return nil, err
+	var items []item
+	for chunk := range slices.Chunk(keys, 100) {
+		got, err := s.batchGet(ctx, chunk, "", nil)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, got...)
 	}
 	byKey := make(map[[2]string]item, len(items))
 	for _, it := range items {
@@ -53,35 +65,33 @@ func (s *Store) AppendEach(ctx context.Context, ids []string, idemKey string, pi
 	for _, id := range ids {
 		pk := sessPK(id)
 		meta := byKey[[2]string{pk, metaSK}]
-		if !live(meta, now) {
+		marker, subscribed := byKey[[2]string{pk, markerSK(uri)}]
+		if !live(meta, now) || !subscribed || getN(marker, attrPos) >= upTo {
 			continue
 		}
-		data := pick(sessionOf(id, meta))
-		if data == nil {
-			continue
-		}
-		if err := notify.CheckAppend(id, notify.SessionStream, data, nil); err != nil {
+		a := &eachAppend{sess: sessionOf(id, meta), pk: pk, old: getN(byKey[[2]string{pk, getHeadSK}], attrSeq), at: getN(marker, attrPos)}
+		ok, err := a.pick(pick)
+		if err != nil {
 			return nil, err
 		}
-		a := &eachAppend{id: id, pk: pk, data: data, old: getN(byKey[[2]string{pk, getHeadSK}], attrSeq)}
-		for _, d := range data {
-			a.bytes += len(d)
+		if ok {
+			todo = append(todo, a)
 		}
-		todo = append(todo, a)
 	}
 
 	var errs []error
 	for len(todo) > 0 {
-		n, size := 0, 0
+		n, size, bytes := 0, 0, 0
 		for n < len(todo) {
 			items := 3 + len(todo[n].data)
-			if n > 0 && (size+items > maxTransactItems || sumBytes(todo[:n+1]) > notify.MaxAppendBytes) {
+			if n > 0 && (size+items > maxTransactItems || bytes+todo[n].bytes > notify.MaxAppendBytes) {
 				break
 			}
 			size += items
+			bytes += todo[n].bytes
 			n++
 		}
-		done, err := s.appendGroup(ctx, idemKey, todo[:n])
+		done, err := s.appendGroup(ctx, uri, upTo, pick, todo[:n])
 		appended = append(appended, done...)
 		if err != nil {
 			errs = append(errs, err)
@@ -96,18 +106,27 @@ func (s *Store) AppendEach(ctx context.Context, ids []string, idemKey string, pi
 	return appended, errors.Join(errs...)
 }
 
-func sumBytes(group []*eachAppend) int {
-	n := 0
-	for _, a := range group {
-		n += a.bytes
+// pick sets a's data to what pick returns at its position, and reports
+// whether there is any.
+func (a *eachAppend) pick(pick func(*notify.Session, int64) [][]byte) (bool, error) {
+	a.data = pick(a.sess, a.at)
+	if a.data == nil {
+		return false, nil
 	}
-	return n
+	if err := notify.CheckAppend(a.sess.ID, notify.SessionStream, a.data, nil); err != nil {
+		return false, err
+	}
+	a.bytes = 0
+	for _, d := range a.data {
+		a.bytes += len(d)
+	}
+	return true, nil
 }
 
 // appendGroup appends the group in one transaction, retried from the heads
-// and without the sessions its cancellations report. It returns the ids
-// appended to.
-func (s *Store) appendGroup(ctx context.Context, idemKey string, group []*eachAppend) ([]string, error) {
+// and positions its cancellations report and without the sessions they
+// rule out. It returns the ids appended to.
+func (s *Store) appendGroup(ctx context.Context, uri string, upTo int64, pick func(*notify.Session, int64) [][]byte, group []*eachAppend) ([]string, error) {
 	tok := newToken()
 	group = slices.Clone(group)
 	for race := 1; len(group) > 0; race++ {
@@ -118,7 +137,10 @@ func (s *Store) appendGroup(ctx context.Context, idemKey string, group []*eachAp
 		)
 		for i, a := range group {
 			first[i] = len(items)
-			items = append(items, s.appendItems(a.pk, notify.SessionStream, a.data, a.old, tok, now, idemKey, nil)...)
+			its := s.appendItems(a.pk, notify.SessionStream, a.data, a.old, tok, now, "", nil)
+			items = append(items, its[:2]...)
+			items = append(items, s.positionUpdate(a.pk, uri, a.at, upTo, tok))
+			items = append(items, its[2:]...)
 		}
 		var at attempts
 		_, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, at.option)
@@ -136,14 +158,27 @@ func (s *Store) appendGroup(ctx context.Context, idemKey string, group []*eachAp
 		for i, a := range group {
 			headFailed, head := c.failed(first[i])
 			metaFailed, _ := c.failed(first[i] + 1)
-			keyFailed, prior := c.failed(first[i] + 2)
+			posFailed, marker := c.failed(first[i] + 2)
 			switch {
-			case headFailed && getS(head, attrTok) == tok, keyFailed && getS(prior, attrTok) == tok:
+			case headFailed && getS(head, attrTok) == tok, posFailed && getS(marker, attrTok) == tok && getN(marker, attrPos) == upTo:
 				// This call's own earlier attempt, retried by the SDK,
 				// wrote the whole transaction.
 				return s.appendedGroup(group), nil
-			case metaFailed, keyFailed:
-				// Gone, or appended to with this key before.
+			case metaFailed, posFailed && (len(marker) == 0 || getN(marker, attrPos) >= upTo):
+				// Gone, unsubscribed, or at upTo already.
+			case posFailed:
+				a.at = getN(marker, attrPos)
+				if headFailed {
+					a.old = getN(head, attrSeq)
+				}
+				ok, err := a.pick(pick)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					moved = true
+					keep = append(keep, a)
+				}
 			case headFailed:
 				a.old = getN(head, attrSeq)
 				moved = true
@@ -173,12 +208,33 @@ func (s *Store) appendGroup(ctx context.Context, idemKey string, group []*eachAp
 	return nil, nil
 }
 
+// positionUpdate moves the position of session pk's subscription to uri
+// from at to upTo, if it is subscribed and at at.
+func (s *Store) positionUpdate(pk, uri string, at, upTo int64, tok string) types.TransactWriteItem {
+	var e expr
+	cond := "attribute_exists(" + e.n(attrPK) + ") AND "
+	if at == 0 {
+		cond += "(attribute_not_exists(" + e.n(attrPos) + ") OR " + e.n(attrPos) + " = " + e.v(avN(0)) + ")"
+	} else {
+		cond += e.n(attrPos) + " = " + e.v(avN(at))
+	}
+	return types.TransactWriteItem{Update: &types.Update{
+		TableName:                           s.table,
+		Key:                                 key(pk, markerSK(uri)),
+		UpdateExpression:                    aws.String("SET " + e.n(attrPos) + " = " + e.v(avN(upTo)) + ", " + e.n(attrTok) + " = " + e.v(avS(tok))),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeNames:            e.namesOrNil(),
+		ExpressionAttributeValues:           e.valuesOrNil(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}}
+}
+
 // appendedGroup records the new heads of a group written in one
 // transaction and returns its ids.
 func (s *Store) appendedGroup(group []*eachAppend) []string {
 	ids := make([]string, len(group))
 	for i, a := range group {
-		ids[i] = a.id
+		ids[i] = a.sess.ID
 		s.seqs.set(a.pk+"|"+getHeadSK, a.old+int64(len(a.data)))
 	}
 	return ids

@@ -227,8 +227,13 @@ func TestAppendLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for _, id := range ids {
+		if err := st.Subscribe(ctx, id, "events://big"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	big := events(notify.MaxAppendBytes/notify.MaxItemBytes, notify.MaxItemBytes)
-	got, err := st.AppendEach(ctx, ids, "each", func(*notify.Session) [][]byte { return big })
+	got, err := st.AppendEach(ctx, ids, "events://big", 1, func(*notify.Session, int64) [][]byte { return big })
 	if err != nil || len(got) != len(ids) {
 		t.Fatalf("AppendEach of the largest appends = %q, %v", got, err)
 	}

@@ -86,10 +86,10 @@ func TestRetriedWrites(t *testing.T) {
 			return fmt.Sprint(seq, ok, errString(err))
 		}}
 	}
-	appendEachCall := func(ids []string, key string) call {
-		return call{fmt.Sprintf("AppendEach(%v, %s)", ids, key), func(st notify.Store) string {
-			got, err := st.AppendEach(ctx, ids, key, func(s *notify.Session) [][]byte {
-				return [][]byte{[]byte(key + "/" + s.ID), []byte(s.LogLevel)}
+	appendEachCall := func(ids []string, upTo int64) call {
+		return call{fmt.Sprintf("AppendEach(%v, %d)", ids, upTo), func(st notify.Store) string {
+			got, err := st.AppendEach(ctx, ids, "u1", upTo, func(s *notify.Session, at int64) [][]byte {
+				return [][]byte{fmt.Appendf(nil, "%s %d..%d", s.ID, at, upTo), []byte(s.LogLevel)}
 			})
 			return fmt.Sprint(got, errString(err))
 		}}
@@ -119,9 +119,9 @@ func TestRetriedWrites(t *testing.T) {
 		appendCall("a", cas("h0", "h1"), "5"),
 		appendCall("a", cas("h0", "h2"), "5 again"),
 		appendCall("missing", nil, "x"),
-		appendEachCall([]string{"a", "b", "missing"}, "ek"),
-		appendEachCall([]string{"b", "a"}, "ek"),
-		appendEachCall([]string{"b"}, "ek2"),
+		appendEachCall([]string{"a", "b", "missing"}, 1),
+		appendEachCall([]string{"b", "a"}, 1),
+		appendEachCall([]string{"b"}, 3),
 		{"MarkDelivered", func(st notify.Store) string { return errString(st.MarkDelivered(ctx, "a", 3)) }},
 		{"PutMessage", func(st notify.Store) string {
 			ok, err := st.PutMessage(ctx, "a", "m", []byte("v"))

@@ -457,13 +457,23 @@ func (s *Store) MarkDelivered(ctx context.Context, sessionID string, seq int64) 
 
 // Subscribe implements notify.Store with one TransactWriteItems: a check
 // that the session is live, its subscription marker and the subscriber
-// index entry.
+// index entry. The marker is updated, not replaced, so that subscribing
+// again keeps the subscription's AppendEach position.
 func (s *Store) Subscribe(ctx context.Context, sessionID, uri string) (err error) {
 	defer wrap(&err, "dynamostore: Subscribe(%q, %q)", sessionID, uri)
 	if err := checkSubscription(sessionID, uri); err != nil {
 		return err
 	}
-	return s.subscription(ctx, sessionID, s.subscriptionPuts(sessionID, uri))
+	writes := s.subscriptionPuts(sessionID, uri)
+	var e expr
+	writes[0] = types.TransactWriteItem{Update: &types.Update{
+		TableName:                 s.table,
+		Key:                       key(sessPK(sessionID), markerSK(uri)),
+		UpdateExpression:          aws.String("SET " + e.n(attrURI) + " = " + e.v(avS(uri))),
+		ExpressionAttributeNames:  e.namesOrNil(),
+		ExpressionAttributeValues: e.valuesOrNil(),
+	}}
+	return s.subscription(ctx, sessionID, writes)
 }
 
 // Unsubscribe implements notify.Store like Subscribe.

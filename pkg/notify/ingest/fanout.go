@@ -93,14 +93,25 @@ func admitsInfo(level string) bool {
 	return false
 }
 
+// CatchUp is how many of a topic's latest events a subscriber can get at
+// once: when the fan-out of an event finds a subscription whose position
+// is behind the event before it (the fan-out of that one has not reached
+// the session yet: it runs at the same time, or failed and waits for its
+// retry), it appends the events in between too, from the topic's log, so
+// that the session gets them in order. A subscriber further behind gets
+// the last CatchUp and misses the rest (still readable from
+// events://<topic>).
+const CatchUp = 12
+
 // fanOut appends the notifications of ev to the GET stream of every
-// session subscribed to its topic, once per session: the appends are
-// idempotent on event/<topic>/<seq>, so that a retry completes a fan-out
-// that failed part way and adds nothing where it had succeeded. The
-// subscribers go to the store in batches of notify.MaxAppendEach
-// (Store.AppendEach), in.concurrency batches at a time. It returns how
-// many sessions were notified now. A failed batch does not stop the
-// others; the error reports them all.
+// session subscribed to its topic, in topic order and once per session:
+// the subscription's position (Store.AppendEach) moves to ev.Seq with the
+// append, and a subscription behind ev.Seq-1 gets the events in between
+// first (CatchUp). A retry completes a fan-out that failed part way and
+// adds nothing where it had succeeded. The subscribers go to the store in
+// batches of notify.MaxAppendEach, in.concurrency batches at a time. It
+// returns how many sessions were notified now. A failed batch does not
+// stop the others; the error reports them all.
 func (in *Ingester) fanOut(ctx context.Context, ev *notify.TopicEvent) (notified int, err error) {
 	uri := EventURI(ev.Topic)
 	ids, err := in.store.Subscribers(ctx, uri)
@@ -110,16 +121,11 @@ func (in *Ingester) fanOut(ctx context.Context, ev *notify.TopicEvent) (notified
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	// Both encodings up front: the batches share them read-only.
-	batches := make(map[bool][][]byte, 2)
-	for _, withMessage := range []bool{false, true} {
-		if batches[withMessage], err = EventNotifications(ev, withMessage); err != nil {
-			return 0, err
-		}
+	pick, err := in.eventPicker(ctx, ev)
+	if err != nil {
+		return 0, err
 	}
-	pick := func(s *notify.Session) [][]byte { return batches[admitsInfo(s.LogLevel)] }
 	var (
-		key    = fmt.Sprintf("event/%s/%d", ev.Topic, ev.Seq)
 		mu     sync.Mutex
 		failed int
 		first  error
@@ -131,7 +137,7 @@ func (in *Ingester) fanOut(ctx context.Context, ev *notify.TopicEvent) (notified
 		go func() {
 			defer wg.Done()
 			for batch := range next {
-				appended, err := in.store.AppendEach(ctx, batch, key, pick)
+				appended, err := in.store.AppendEach(ctx, batch, uri, ev.Seq, pick)
 				mu.Lock()
 				notified += len(appended)
 				if err != nil {
@@ -157,4 +163,66 @@ func (in *Ingester) fanOut(ctx context.Context, ev *notify.TopicEvent) (notified
 			ev.Topic, ev.Seq, failed, (len(ids)+notify.MaxAppendEach-1)/notify.MaxAppendEach, first)
 	}
 	return notified, nil
+}
+
+// eventPicker returns the AppendEach pick of ev's fan-out: for a new
+// subscription (position 0), ev's notifications; for one at position at,
+// those of the topic's events after at up to ev (at most CatchUp of them,
+// and as many of the latest as fit one Append); each with the
+// notifications/message only when the session's log level admits it.
+func (in *Ingester) eventPicker(ctx context.Context, ev *notify.TopicEvent) (func(*notify.Session, int64) [][]byte, error) {
+	window := []notify.TopicEvent{*ev}
+	if ev.Seq > 1 {
+		evs, err := in.store.ReadTopicEvents(ctx, ev.Topic, max(0, ev.Seq-CatchUp), CatchUp)
+		if err != nil {
+			return nil, fmt.Errorf("fan-out: reading the events of %s before %d: %w", ev.Topic, ev.Seq, err)
+		}
+		window = window[:0]
+		for _, e := range evs {
+			if e.Seq < ev.Seq {
+				window = append(window, e)
+			}
+		}
+		window = append(window, *ev)
+	}
+	// Both encodings of each event up front: the batches share them
+	// read-only.
+	enc := make([]map[bool][][]byte, len(window))
+	for i := range window {
+		enc[i] = make(map[bool][][]byte, 2)
+		for _, withMessage := range []bool{false, true} {
+			b, err := EventNotifications(&window[i], withMessage)
+			if err != nil {
+				return nil, err
+			}
+			enc[i][withMessage] = b
+		}
+	}
+	return func(s *notify.Session, at int64) [][]byte {
+		admit := admitsInfo(s.LogLevel)
+		last := len(window) - 1
+		if at == 0 {
+			return enc[last][admit]
+		}
+		// The latest events after at that fit one Append.
+		var (
+			from         = last + 1
+			values, size = 0, 0
+		)
+		for i := last; i >= 0 && window[i].Seq > at; i-- {
+			n, b := len(enc[i][admit]), 0
+			for _, d := range enc[i][admit] {
+				b += len(d)
+			}
+			if values+n > notify.MaxAppendBatch || size+b > notify.MaxAppendBytes {
+				break
+			}
+			values, size, from = values+n, size+b, i
+		}
+		var out [][]byte
+		for i := from; i <= last; i++ {
+			out = append(out, enc[i][admit]...)
+		}
+		return out
+	}, nil
 }

@@ -66,13 +66,13 @@ type faultyStore struct {
 
 var errInjected = errors.New("injected failure")
 
-func (s *faultyStore) AppendEach(ctx context.Context, ids []string, key string, pick func(*notify.Session) [][]byte) ([]string, error) {
+func (s *faultyStore) AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, int64) [][]byte) ([]string, error) {
 	for _, id := range ids {
 		if s.failAppend[id] {
 			return nil, errInjected
 		}
 	}
-	return s.Store.AppendEach(ctx, ids, key, pick)
+	return s.Store.AppendEach(ctx, ids, uri, upTo, pick)
 }
 
 func (s *faultyStore) Subscribers(ctx context.Context, uri string) ([]string, error) {
@@ -179,14 +179,14 @@ type inFlightStore struct {
 	cur, max, calls int
 }
 
-func (s *inFlightStore) AppendEach(ctx context.Context, ids []string, key string, pick func(*notify.Session) [][]byte) ([]string, error) {
+func (s *inFlightStore) AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, int64) [][]byte) ([]string, error) {
 	s.mu.Lock()
 	s.cur++
 	s.calls++
 	s.max = max(s.max, s.cur)
 	s.mu.Unlock()
 	defer func() { s.mu.Lock(); s.cur--; s.mu.Unlock() }()
-	return s.Store.AppendEach(ctx, ids, key, pick)
+	return s.Store.AppendEach(ctx, ids, uri, upTo, pick)
 }
 
 // TestFanOutConcurrency: a fan-out to many sessions goes to the store in

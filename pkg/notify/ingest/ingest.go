@@ -45,8 +45,9 @@ const DefaultFanOutConcurrency = 32
 type Store interface {
 	AppendTopicEvent(ctx context.Context, topic, messageID string, receivedAt time.Time, data json.RawMessage) (ev notify.TopicEvent, created bool, err error)
 	ApplyRegistry(ctx context.Context, kind, op string, items map[string]json.RawMessage, messageID string) (reg *notify.Registry, applied bool, err error)
+	ReadTopicEvents(ctx context.Context, topic string, after int64, limit int) ([]notify.TopicEvent, error)
 	Subscribers(ctx context.Context, uri string) ([]string, error)
-	AppendEach(ctx context.Context, ids []string, key string, pick func(*notify.Session) [][]byte) (appended []string, err error)
+	AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, int64) [][]byte) (appended []string, err error)
 }
 
 var _ Store = notify.Store(nil)

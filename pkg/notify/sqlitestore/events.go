@@ -88,12 +88,12 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, sessionID, streamID st
 }
 
 // AppendEach implements notify.Store in one write transaction: for each
-// session, a SELECT of its profile and then what Append with an
-// idempotency key does. A pick result that Append would refuse fails the
-// whole call and appends nothing.
-func (s *Store) AppendEach(ctx context.Context, ids []string, key string, pick func(*notify.Session) [][]byte) (appended []string, err error) {
-	defer wrap(&err, "sqlitestore: AppendEach(%d sessions, %q)", len(ids), key)
-	ids, err = notify.CheckAppendEach(ids, key)
+// session, a SELECT of its profile and of its subscription's position,
+// then what Append does, and the position's UPDATE. A pick result that
+// Append would refuse fails the whole call and appends nothing.
+func (s *Store) AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, int64) [][]byte) (appended []string, err error) {
+	defer wrap(&err, "sqlitestore: AppendEach(%d sessions, %q, %d)", len(ids), uri, upTo)
+	ids, err = notify.CheckAppendEach(ids, uri, upTo)
 	if err != nil {
 		return nil, err
 	}
@@ -109,20 +109,28 @@ func (s *Store) AppendEach(ctx context.Context, ids []string, key string, pick f
 			if err != nil {
 				return err
 			}
-			data := pick(sess)
+			var at int64
+			err = tx.StmtContext(ctx, s.st.subscriptionAt).QueryRowContext(ctx, id, uri).Scan(&at)
+			if errors.Is(err, sql.ErrNoRows) || err == nil && at >= upTo {
+				continue // not subscribed, or at upTo already
+			}
+			if err != nil {
+				return err
+			}
+			data := pick(sess, at)
 			if data == nil {
 				continue
 			}
 			if err := notify.CheckAppend(id, notify.SessionStream, data, nil); err != nil {
 				return err
 			}
-			_, ok, err := s.appendTx(ctx, tx, id, notify.SessionStream, data, key, nil, hashes, nowN, exp)
-			if err != nil {
+			if _, _, err := s.appendTx(ctx, tx, id, notify.SessionStream, data, "", nil, hashes, nowN, exp); err != nil {
 				return err
 			}
-			if ok {
-				appended = append(appended, id)
+			if _, err := tx.StmtContext(ctx, s.st.setSubscriptionAt).ExecContext(ctx, id, uri, upTo); err != nil {
+				return err
 			}
+			appended = append(appended, id)
 		}
 		return nil
 	})

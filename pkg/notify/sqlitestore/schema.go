@@ -68,6 +68,7 @@ CREATE INDEX IF NOT EXISTS messages_expires_at ON messages (expires_at);
 CREATE TABLE IF NOT EXISTS subscriptions (
 	session_id TEXT NOT NULL,
 	uri        TEXT NOT NULL,
+	position   INTEGER NOT NULL DEFAULT 0, -- AppendEach's position (schema version 2)
 	PRIMARY KEY (session_id, uri)
 );
 CREATE INDEX IF NOT EXISTS subscriptions_uri ON subscriptions (uri, session_id);
@@ -123,6 +124,8 @@ type statements struct {
 	sessionExpiresAt   *sql.Stmt
 	liveSession        *sql.Stmt
 	liveProfile        *sql.Stmt
+	subscriptionAt     *sql.Stmt
+	setSubscriptionAt  *sql.Stmt
 	insertSession      *sql.Stmt
 	updateSession      *sql.Stmt
 	markDelivered      *sql.Stmt
@@ -199,6 +202,8 @@ func prepare(w, r *sql.DB) (*statements, error) {
 				initialized, created_at, expires_at, version, delivered,
 				notified_tools, notified_resources, notified_prompts
 			FROM sessions WHERE id = ?1 AND expires_at > ?2`},
+		{&st.subscriptionAt, w, `SELECT position FROM subscriptions WHERE session_id = ?1 AND uri = ?2`},
+		{&st.setSubscriptionAt, w, `UPDATE subscriptions SET position = ?3 WHERE session_id = ?1 AND uri = ?2`},
 		{&st.insertSession, w, `
 			INSERT INTO sessions (id, principal, protocol_version, client_info, client_capabilities,
 				log_level, initialized, created_at, expires_at, version, delivered,

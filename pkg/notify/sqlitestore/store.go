@@ -46,7 +46,7 @@ const (
 	pruneBatch    = 500
 
 	// schemaVersion is stored in PRAGMA user_version.
-	schemaVersion = 1
+	schemaVersion = 2
 )
 
 // Options configures a Store: notify.StoreOptions, the options every store
@@ -192,6 +192,12 @@ func (s *Store) tryInitSchema(ctx context.Context) error {
 			return nil
 		case v > schemaVersion:
 			return fmt.Errorf("database schema version %d is newer than this program's (%d)", v, schemaVersion)
+		}
+		if v == 1 {
+			// Version 2 keeps a position per subscription.
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE subscriptions ADD COLUMN position INTEGER NOT NULL DEFAULT 0`); err != nil {
+				return fmt.Errorf("upgrading the schema from version 1: %w", err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, schema); err != nil {
 			return fmt.Errorf("creating schema: %w", err)

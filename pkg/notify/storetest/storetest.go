@@ -64,7 +64,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"AppendIdempotencyKey", testAppendIdempotencyKey},
 		{"AppendNotifiedHash", testAppendNotifiedHash},
 		{"AppendEach", testAppendEach},
-		{"AppendEachMany", testAppendEachMany},
+		{"AppendEachOrder", testAppendEachOrder},
 		{"MarkDelivered", testMarkDelivered},
 		{"Mailbox", testMailbox},
 		{"Subscriptions", testSubscriptions},
