@@ -89,7 +89,12 @@ func run(logger *slog.Logger) error {
 		}
 		spec = storeconfig.DefaultSpec
 	}
-	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{CreateTable: os.Getenv("MCPUSH_CREATE_TABLE") == "1"})
+	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{
+		CreateTable: os.Getenv("MCPUSH_CREATE_TABLE") == "1",
+		StatsDir:    os.Getenv("MCPUSH_STORE_STATS"),
+		StatsName:   "mcp",
+		Logger:      logger,
+	})
 	if err != nil {
 		return err
 	}

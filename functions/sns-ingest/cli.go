@@ -32,7 +32,8 @@ const usage = `usage:
 
 Prints one line of JSON: {"accepted":N,"duplicates":N,"rejected":N[,"errors":[...]]}.
 Exit status: 0 all records stored, 1 a record was rejected, 2 usage or configuration error.
-Environment: MCPUSH_STORE (default sqlite:.mcpush/mcpush.db), MCPUSH_CREATE_TABLE=1.
+Environment: MCPUSH_STORE (default sqlite:.mcpush/mcpush.db), MCPUSH_CREATE_TABLE=1,
+MCPUSH_STORE_STATS=DIR (diagnostic: write the store request counts to a file in DIR).
 
 flags:
 `
@@ -93,7 +94,7 @@ func run(ctx context.Context, args []string, e *env) int {
 		return usageErr("want -event FILE or -topic T -message M")
 	}
 
-	store, err := openStore(ctx, e.getenv)
+	store, err := openStore(ctx, e.getenv, e.logger)
 	if err != nil {
 		e.logger.Error("sns-ingest: opening the store", "err", err)
 		return exitUsage

@@ -18,7 +18,9 @@
 // sqlite:.mcpush/mcpush.db) and MCPUSH_CREATE_TABLE=1 (create a missing
 // DynamoDB table; local use only), as for the MCP server; and
 // MCPUSH_REGISTRY_TOOLS, the comma-separated tools a tools registry item
-// may name (default: the event tools), for a server with tools of its own.
+// may name (default: the event tools), for a server with tools of its own;
+// and MCPUSH_STORE_STATS=DIR, a diagnostic: count the store requests and
+// write them to a file in DIR (see the README).
 package main
 
 import (
@@ -41,7 +43,7 @@ import (
 func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
-		store, err := openStore(context.Background(), os.Getenv)
+		store, err := openStore(context.Background(), os.Getenv, logger)
 		if err != nil {
 			logger.Error("sns-ingest: opening the store", "err", err)
 			os.Exit(1)
@@ -74,13 +76,19 @@ func registryTools(getenv func(string) string) []string {
 	return serve.SplitList(getenv("MCPUSH_REGISTRY_TOOLS"))
 }
 
-// openStore opens the store named by MCPUSH_STORE.
-func openStore(ctx context.Context, getenv func(string) string) (notify.Store, error) {
+// openStore opens the store named by MCPUSH_STORE, counted into a stats
+// file when MCPUSH_STORE_STATS is set.
+func openStore(ctx context.Context, getenv func(string) string, logger *slog.Logger) (notify.Store, error) {
 	spec := getenv("MCPUSH_STORE")
 	if spec == "" {
 		spec = storeconfig.DefaultSpec
 	}
-	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{CreateTable: getenv("MCPUSH_CREATE_TABLE") == "1"})
+	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{
+		CreateTable: getenv("MCPUSH_CREATE_TABLE") == "1",
+		StatsDir:    getenv("MCPUSH_STORE_STATS"),
+		StatsName:   "sns-ingest",
+		Logger:      logger,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("MCPUSH_STORE=%q: %w", spec, err)
 	}

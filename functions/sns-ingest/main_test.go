@@ -21,6 +21,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
@@ -328,6 +329,31 @@ func TestMainCLI(t *testing.T) {
 			if !strings.Contains(stderr.String(), `"msg":"SNS record rejected"`) {
 				t.Errorf("no rejection logged:\n%s", stderr.String())
 			}
+		}
+	}
+}
+
+// MCPUSH_STORE_STATS: the process writes the store requests it made to a
+// stats file of its own in the directory before it exits.
+func TestMainStoreStats(t *testing.T) {
+	dir := t.TempDir()
+	for range 2 {
+		cmd := command(t, filepath.Join(t.TempDir(), "mcpush.db"), "-topic", "alerts", "-message", "disk full")
+		cmd.Env = append(cmd.Env, "MCPUSH_STORE_STATS="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("sns-ingest: %v\n%s", err, out)
+		}
+	}
+	all, err := storecount.ReadStats(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].PID == all[1].PID {
+		t.Fatalf("stats files %+v, want one for each of the 2 runs", all)
+	}
+	for _, s := range all {
+		if s.Process != "sns-ingest" || s.Ops["AppendTopicEvent"] != 1 || s.Reads+s.Writes != s.Ops.Total() {
+			t.Errorf("stats %+v, want process sns-ingest with one AppendTopicEvent", s)
 		}
 	}
 }

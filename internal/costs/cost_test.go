@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/mcpush/mcpush/internal/moto"
+	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 type backend struct {
 	name  string
 	store notify.Store
-	tally *tally
+	tally requests
 	meter *meter // DynamoDB request units; nil on SQLite
 	unit  string // what one counted request is
 	// The counted requests that read a session and the registry hashes.
@@ -47,7 +48,7 @@ func backends(tb testing.TB) []backend {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { sq.Close() })
-	st := newTally(storeRead)
+	var st storecount.Counter
 
 	endpoint := moto.Start(tb)
 	dt := newTally(dynamoRead)
@@ -61,7 +62,7 @@ func backends(tb testing.TB) []backend {
 		o.APIOptions = append(o.APIOptions, dt.middleware, dm.middleware)
 	})
 	return []backend{
-		{"sqlite", &countingStore{Store: sq, t: st}, st, nil, "Store call", "GetSession", "RegistryHashes"},
+		{"sqlite", storecount.Wrap(sq, &st), storeTally{&st}, nil, "Store call", "GetSession", "RegistryHashes"},
 		{"dynamodb", dynamostore.New(counted, table, nil), dt, dm, "DynamoDB API call", "Query", "GetItem"},
 	}
 }

@@ -57,10 +57,11 @@ type pushEnv struct {
 }
 
 // startPushEnv starts n server processes on a fresh store and a proxy in
-// front of them; poll is their MCPUSH_POLL_INTERVAL (0: pushPollInterval).
-// Push tests are slow (processes, a shared store, waiting for polls), so
-// they are skipped under -short.
-func startPushEnv(t testing.TB, store Store, n int, poll time.Duration) *pushEnv {
+// front of them; poll is their MCPUSH_POLL_INTERVAL (0: pushPollInterval);
+// env (KEY=VALUE) is added to the environment of the servers and of the
+// sns-ingest runs. Push tests are slow (processes, a shared store, waiting
+// for polls), so they are skipped under -short.
+func startPushEnv(t testing.TB, store Store, n int, poll time.Duration, env ...string) *pushEnv {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("skipping push end-to-end test in -short mode")
@@ -68,9 +69,9 @@ func startPushEnv(t testing.TB, store Store, n int, poll time.Duration) *pushEnv
 	if poll == 0 {
 		poll = pushPollInterval
 	}
-	storeEnv := store.Env(t)
+	storeEnv := append(slices.Clip(store.Env(t)), env...)
 	ingest := &pushIngest{bin: testenv.BuildBinary(t, "./functions/sns-ingest"), env: storeEnv}
-	env := append(slices.Clip(storeEnv),
+	serverEnv := append(slices.Clip(storeEnv),
 		"MCPUSH_POLL_INTERVAL="+poll.String(),
 		"MCPUSH_REGISTRY_REFRESH="+pushRegistryRefresh.String(),
 		// Every client here is the anonymous principal: the load
@@ -79,7 +80,7 @@ func startPushEnv(t testing.TB, store Store, n int, poll time.Duration) *pushEnv
 		"MCPUSH_MAX_SESSIONS_PER_PRINCIPAL=100000",
 		"MCPUSH_MAX_SESSIONS_PER_HOUR=100000",
 		"MCPUSH_MAX_REQUESTS_PER_MINUTE=10000000")
-	c := StartCluster(t, n, &ClusterOptions{Env: env, ReadyPath: "/healthz"})
+	c := StartCluster(t, n, &ClusterOptions{Env: serverEnv, ReadyPath: "/healthz"})
 	p := NewProxy(t, c.BaseURLs()...)
 	tr := &http.Transport{
 		Proxy:               nil, // never an HTTP_PROXY from the environment

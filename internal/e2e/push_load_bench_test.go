@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mcpush/mcpush/internal/storecount"
 )
 
 // The load of BenchmarkPushLoad (issue 8), bounded in count and time.
@@ -34,9 +37,15 @@ const (
 // event of its topic exactly once, in order (notifications/message with
 // sequence 1..n). It reports delivery latency (sns-ingest exit to arrival;
 // p50, p99, max), each process's peak memory (VmHWM), and the tool calls
-// that needed a retry. Store requests per second are not counted here:
-// the servers are separate processes on SQLite (internal/costs counts
-// requests per operation).
+// that needed a retry; and the store requests per second over the load
+// window (from the first batch to the end of ingest), reads and writes
+// apart, by operation and by process kind, counted in the processes
+// themselves: every server and every sns-ingest run writes its counts of
+// notify.Store calls (on SQLite one statement or transaction each) to a
+// file of its own (MCPUSH_STORE_STATS), and the benchmark adds them up.
+// Servers write every 500 ms: the window starts once each has written
+// after the setup, its end is early by up to that much, and the killed
+// process's last half second is not counted (about 1% of the figures).
 func BenchmarkPushLoad(b *testing.B) {
 	for b.Loop() {
 		benchPushLoad(b)
@@ -44,8 +53,50 @@ func BenchmarkPushLoad(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
+// storeRequests adds up the stats files in dir (MCPUSH_STORE_STATS) by
+// process kind ("mcp", "sns-ingest"). oldest is the time of the least
+// recent server ("mcp") file.
+func storeRequests(tb testing.TB, dir string) (by map[string]storecount.Counts, oldest time.Time) {
+	tb.Helper()
+	all, err := storecount.ReadStats(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	by = map[string]storecount.Counts{}
+	for _, s := range all {
+		if by[s.Process] == nil {
+			by[s.Process] = storecount.Counts{}
+		}
+		by[s.Process].Add(s.Ops)
+		if s.Process == "mcp" && (oldest.IsZero() || s.Updated.Before(oldest)) {
+			oldest = s.Updated
+		}
+	}
+	return by, oldest
+}
+
+// rates formats counts per second over d, most frequent operation first:
+// "GetSession 1959 (read), Append 201 (write)".
+func rates(c storecount.Counts, d time.Duration) string {
+	var ops []string
+	for op := range c {
+		ops = append(ops, op)
+	}
+	slices.SortFunc(ops, func(x, y string) int { return cmp.Or(cmp.Compare(c[y], c[x]), cmp.Compare(x, y)) })
+	var parts []string
+	for _, op := range ops {
+		kind := "write"
+		if storecount.IsRead(op) {
+			kind = "read"
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f (%s)", op, float64(c[op])/d.Seconds(), kind))
+	}
+	return strings.Join(parts, ", ")
+}
+
 func benchPushLoad(b *testing.B) {
-	e := startPushEnv(b, SQLiteStore(), instances, 0)
+	statsDir := b.TempDir()
+	e := startPushEnv(b, SQLiteStore(), instances, 0, "MCPUSH_STORE_STATS="+statsDir)
 	type session struct {
 		c      *pushClient
 		topic  string
@@ -107,6 +158,14 @@ func benchPushLoad(b *testing.B) {
 		memory   = make([]string, instances)
 		killedAt time.Time
 	)
+	// The servers' stats files, once written after the setup, hold all
+	// of its requests and little else.
+	setupDone := time.Now()
+	countsBefore, oldest := storeRequests(b, statsDir)
+	for !oldest.After(setupDone) && time.Since(setupDone) < 5*time.Second {
+		time.Sleep(50 * time.Millisecond)
+		countsBefore, oldest = storeRequests(b, statsDir)
+	}
 	start := time.Now()
 	interval := time.Second * loadBatch / loadEventsPerS
 	for n := 0; time.Since(start) < loadDuration; n++ {
@@ -141,6 +200,7 @@ func benchPushLoad(b *testing.B) {
 		}
 	}
 	ingestDone := time.Now()
+	countsAfter, _ := storeRequests(b, statsDir)
 	close(stopCalls)
 	wg.Wait()
 
@@ -202,6 +262,26 @@ func benchPushLoad(b *testing.B) {
 	fmt.Printf("| delivery latency, sns-ingest exit to arrival | p50 %.0f ms, p99 %.0f ms, max %.0f ms |\n", pushMS(p50), pushMS(p99), pushMS(lat[len(lat)-1]))
 	fmt.Printf("| tools/call | %d at %d/s, %d retries (dead backend), %d failed 4 times |\n", calls.Load(), loadCallsPerS, retried.Load(), failed.Load())
 	fmt.Printf("| peak memory per process (VmHWM) | %s |\n", strings.Join(memory, ", "))
+
+	// Store requests in the load window, in all and by process kind.
+	window := ingestDone.Sub(start)
+	perS := func(n int64) float64 { return float64(n) / window.Seconds() }
+	servers := countsAfter["mcp"].Sub(countsBefore["mcp"])
+	ingests := countsAfter["sns-ingest"].Sub(countsBefore["sns-ingest"])
+	if servers.Total() == 0 || ingests["AppendTopicEvent"] != int64(len(pubs)) {
+		b.Fatalf("store stats: servers counted %v, sns-ingest %v; want server requests and one AppendTopicEvent per event (%d)", servers, ingests, len(pubs))
+	}
+	total := storecount.Counts{}
+	total.Add(servers)
+	total.Add(ingests)
+	b.ReportMetric(perS(total.Total()), "store-req/s")
+	b.ReportMetric(perS(total.Reads()), "store-reads/s")
+	b.ReportMetric(perS(total.Writes()), "store-writes/s")
+	fmt.Printf("| store requests per second over the %v of load, counted in the processes (SQLite: one statement or transaction each) | %.0f: %.0f reads, %.0f writes; servers %.0f, sns-ingest %.0f (%.1f per event) |\n",
+		window.Round(time.Second), perS(total.Total()), perS(total.Reads()), perS(total.Writes()),
+		perS(servers.Total()), perS(ingests.Total()), float64(ingests.Total())/float64(len(pubs)))
+	fmt.Printf("| store requests per second of the servers, by operation | %s |\n", rates(servers, window))
+	fmt.Printf("| store requests per second of sns-ingest, by operation | %s |\n", rates(ingests, window))
 	if failed.Load() > 0 {
 		b.Errorf("%d tool calls failed four times", failed.Load())
 	}

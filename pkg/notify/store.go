@@ -54,6 +54,12 @@ type Session struct {
 	StreamHead     int64             // seq of the last event of the SessionStream log; 0 when there is none
 }
 
+// Position is where a subscription stands in Store.AppendEach's order.
+type Position struct {
+	At    int64     // the upTo of the last AppendEach that reached it; 0 before the first
+	Since time.Time // when the subscription started, by the store's clock
+}
+
 // Event is one entry of a stream log.
 type Event struct {
 	Seq  int64 // 1, 2, 3, ... with no gaps within one (session, stream)
@@ -148,26 +154,28 @@ type Store interface {
 	ReadEvents(ctx context.Context, sessionID, streamID string, after int64, limit int) ([]Event, error)
 	// AppendEach appends to the SessionStream log of each live session in
 	// ids that is subscribed to uri what pick returns for it, in the order
-	// of a position the subscription keeps: 0 when it starts (Subscribe;
-	// Unsubscribe forgets it), moved to upTo by an append, which happens
-	// only while the position is below upTo, atomically with the events.
-	// This is the fan-out of a topic's events to its subscribers in a few
-	// batched requests: with upTo the event's topic sequence number, each
+	// of a position the subscription keeps (Position.At): 0 when it
+	// starts (Subscribe; subscribing again keeps it, Unsubscribe forgets
+	// it), moved to upTo by an append, which happens only while the
+	// position is below upTo, atomically with the events. This is the
+	// fan-out of a topic's events to its subscribers in a few batched
+	// requests: with upTo the event's topic sequence number, each
 	// subscriber gets each event at most once and in topic order, however
 	// the fan-outs of different events interleave. pick sees the
 	// session's profile (ID, Principal, ProtocolVersion, ClientInfo,
 	// ClientCapabilities, LogLevel, Initialized, CreatedAt, ExpiresAt; not
-	// its subscriptions) and the position, and returns the events that
-	// bring the session from there to upTo (nil: none, the position stays).
-	// It may be called again for a session whose position another writer
-	// moved meanwhile. What it returns is checked as Append's data, and a
-	// value Append would refuse fails the call before anything is
-	// appended. Sessions that are gone, or not subscribed to uri, are
-	// skipped. It returns the ids appended to now, in the order of ids; on
-	// error some sessions may have been appended to (they are in
-	// appended), and the same call again completes the rest. ids holds at
-	// most MaxAppendEach distinct ids (ErrInvalid); upTo is at least 1.
-	AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(s *Session, at int64) [][]byte) (appended []string, err error)
+	// its subscriptions) and the subscription's Position, and returns the
+	// events that bring the session from there to upTo (nil: none, the
+	// position stays). It may be called again for a session whose
+	// position another writer moved meanwhile. What it returns is checked
+	// as Append's data, and a value Append would refuse fails the call
+	// before anything is appended. Sessions that are gone, or not
+	// subscribed to uri, are skipped. It returns the ids appended to now,
+	// in the order of ids; on error some sessions may have been appended
+	// to (they are in appended), and the same call again completes the
+	// rest. ids holds at most MaxAppendEach distinct ids (ErrInvalid);
+	// upTo is at least 1.
+	AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(s *Session, p Position) [][]byte) (appended []string, err error)
 	// MarkDelivered records that GET-stream events up to seq were written to
 	// a client; it never moves Session.Delivered backwards.
 	MarkDelivered(ctx context.Context, sessionID string, seq int64) error

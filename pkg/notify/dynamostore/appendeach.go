@@ -12,8 +12,11 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// attrPos is a subscription marker's position (AppendEach).
-const attrPos = "pos"
+// A subscription marker's notify.Position (AppendEach).
+const (
+	attrPos   = "pos"
+	attrSince = "snc"
+)
 
 // eachAppend is one session's part of an AppendEach: what to append, and
 // the stream head and subscription position it is believed to be at.
@@ -21,8 +24,9 @@ type eachAppend struct {
 	sess    *notify.Session
 	pk      string
 	data    [][]byte
-	old, at int64
-	bytes   int
+	old   int64
+	pos   notify.Position
+	bytes int
 }
 
 // AppendEach implements notify.Store with BatchGetItem requests (two for
@@ -37,7 +41,7 @@ type eachAppend struct {
 // session whose head or position moved meanwhile costs its transaction
 // one more try, from the values the cancelled one returned; a session
 // that is gone, unsubscribed or already at upTo is dropped from it.
-func (s *Store) AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, int64) [][]byte) (appended []string, err error) {
+func (s *Store) AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, notify.Position) [][]byte) (appended []string, err error) {
 	defer wrap(&err, "dynamostore: AppendEach(%d sessions, %q, %d)", len(ids), uri, upTo)
 	ids, err = notify.CheckAppendEach(ids, uri, upTo)
 	if err != nil {
@@ -69,7 +73,7 @@ func (s *Store) AppendEach(ctx context.Context, ids []string, uri string, upTo i
 		if !live(meta, now) || !subscribed || getN(marker, attrPos) >= upTo {
 			continue
 		}
-		a := &eachAppend{sess: sessionOf(id, meta), pk: pk, old: getN(byKey[[2]string{pk, getHeadSK}], attrSeq), at: getN(marker, attrPos)}
+		a := &eachAppend{sess: sessionOf(id, meta), pk: pk, old: getN(byKey[[2]string{pk, getHeadSK}], attrSeq), pos: positionOf(marker)}
 		ok, err := a.pick(pick)
 		if err != nil {
 			return nil, err
@@ -108,8 +112,8 @@ func (s *Store) AppendEach(ctx context.Context, ids []string, uri string, upTo i
 
 // pick sets a's data to what pick returns at its position, and reports
 // whether there is any.
-func (a *eachAppend) pick(pick func(*notify.Session, int64) [][]byte) (bool, error) {
-	a.data = pick(a.sess, a.at)
+func (a *eachAppend) pick(pick func(*notify.Session, notify.Position) [][]byte) (bool, error) {
+	a.data = pick(a.sess, a.pos)
 	if a.data == nil {
 		return false, nil
 	}
@@ -126,7 +130,7 @@ func (a *eachAppend) pick(pick func(*notify.Session, int64) [][]byte) (bool, err
 // appendGroup appends the group in one transaction, retried from the heads
 // and positions its cancellations report and without the sessions they
 // rule out. It returns the ids appended to.
-func (s *Store) appendGroup(ctx context.Context, uri string, upTo int64, pick func(*notify.Session, int64) [][]byte, group []*eachAppend) ([]string, error) {
+func (s *Store) appendGroup(ctx context.Context, uri string, upTo int64, pick func(*notify.Session, notify.Position) [][]byte, group []*eachAppend) ([]string, error) {
 	tok := newToken()
 	group = slices.Clone(group)
 	for race := 1; len(group) > 0; race++ {
@@ -139,7 +143,7 @@ func (s *Store) appendGroup(ctx context.Context, uri string, upTo int64, pick fu
 			first[i] = len(items)
 			its := s.appendItems(a.pk, notify.SessionStream, a.data, a.old, tok, now, "", nil)
 			items = append(items, its[:2]...)
-			items = append(items, s.positionUpdate(a.pk, uri, a.at, upTo, tok))
+			items = append(items, s.positionUpdate(a.pk, uri, a.pos.At, upTo, tok))
 			items = append(items, its[2:]...)
 		}
 		var at attempts
@@ -167,7 +171,7 @@ func (s *Store) appendGroup(ctx context.Context, uri string, upTo int64, pick fu
 			case metaFailed, posFailed && (len(marker) == 0 || getN(marker, attrPos) >= upTo):
 				// Gone, unsubscribed, or at upTo already.
 			case posFailed:
-				a.at = getN(marker, attrPos)
+				a.pos = positionOf(marker)
 				if headFailed {
 					a.old = getN(head, attrSeq)
 				}
@@ -227,6 +231,11 @@ func (s *Store) positionUpdate(pk, uri string, at, upTo int64, tok string) types
 		ExpressionAttributeValues:           e.valuesOrNil(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}}
+}
+
+// positionOf returns a subscription marker's position.
+func positionOf(marker item) notify.Position {
+	return notify.Position{At: getN(marker, attrPos), Since: fromNanos(getN(marker, attrSince))}
 }
 
 // appendedGroup records the new heads of a group written in one

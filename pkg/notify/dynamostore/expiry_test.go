@@ -233,7 +233,7 @@ func TestAppendLimits(t *testing.T) {
 		}
 	}
 	big := events(notify.MaxAppendBytes/notify.MaxItemBytes, notify.MaxItemBytes)
-	got, err := st.AppendEach(ctx, ids, "events://big", 1, func(*notify.Session, int64) [][]byte { return big })
+	got, err := st.AppendEach(ctx, ids, "events://big", 1, func(*notify.Session, notify.Position) [][]byte { return big })
 	if err != nil || len(got) != len(ids) {
 		t.Fatalf("AppendEach of the largest appends = %q, %v", got, err)
 	}

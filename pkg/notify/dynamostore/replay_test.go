@@ -88,8 +88,8 @@ func TestRetriedWrites(t *testing.T) {
 	}
 	appendEachCall := func(ids []string, upTo int64) call {
 		return call{fmt.Sprintf("AppendEach(%v, %d)", ids, upTo), func(st notify.Store) string {
-			got, err := st.AppendEach(ctx, ids, "u1", upTo, func(s *notify.Session, at int64) [][]byte {
-				return [][]byte{fmt.Appendf(nil, "%s %d..%d", s.ID, at, upTo), []byte(s.LogLevel)}
+			got, err := st.AppendEach(ctx, ids, "u1", upTo, func(s *notify.Session, p notify.Position) [][]byte {
+				return [][]byte{fmt.Appendf(nil, "%s %d..%d", s.ID, p.At, upTo), []byte(s.LogLevel)}
 			})
 			return fmt.Sprint(got, errString(err))
 		}}

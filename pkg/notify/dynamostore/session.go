@@ -149,6 +149,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 func (s *Store) subscriptionPuts(id, uri string) []types.TransactWriteItem {
 	marker := key(sessPK(id), markerSK(uri))
 	marker[attrURI] = avS(uri)
+	marker[attrSince] = avN(toNanos(s.now()))
 	index := key(subPK(uri), part(id))
 	index[attrSID] = avS(id)
 	return []types.TransactWriteItem{
@@ -458,7 +459,7 @@ func (s *Store) MarkDelivered(ctx context.Context, sessionID string, seq int64) 
 // Subscribe implements notify.Store with one TransactWriteItems: a check
 // that the session is live, its subscription marker and the subscriber
 // index entry. The marker is updated, not replaced, so that subscribing
-// again keeps the subscription's AppendEach position.
+// again keeps the subscription's AppendEach position and start.
 func (s *Store) Subscribe(ctx context.Context, sessionID, uri string) (err error) {
 	defer wrap(&err, "dynamostore: Subscribe(%q, %q)", sessionID, uri)
 	if err := checkSubscription(sessionID, uri); err != nil {
@@ -467,9 +468,10 @@ func (s *Store) Subscribe(ctx context.Context, sessionID, uri string) (err error
 	writes := s.subscriptionPuts(sessionID, uri)
 	var e expr
 	writes[0] = types.TransactWriteItem{Update: &types.Update{
-		TableName:                 s.table,
-		Key:                       key(sessPK(sessionID), markerSK(uri)),
-		UpdateExpression:          aws.String("SET " + e.n(attrURI) + " = " + e.v(avS(uri))),
+		TableName: s.table,
+		Key:       key(sessPK(sessionID), markerSK(uri)),
+		UpdateExpression: aws.String("SET " + e.n(attrURI) + " = " + e.v(avS(uri)) + ", " +
+			e.n(attrSince) + " = if_not_exists(" + e.n(attrSince) + ", " + e.v(avN(toNanos(s.now()))) + ")"),
 		ExpressionAttributeNames:  e.namesOrNil(),
 		ExpressionAttributeValues: e.valuesOrNil(),
 	}}

@@ -98,8 +98,9 @@ func admitsInfo(level string) bool {
 // is behind the event before it (the fan-out of that one has not reached
 // the session yet: it runs at the same time, or failed and waits for its
 // retry), it appends the events in between too, from the topic's log, so
-// that the session gets them in order. A subscriber further behind gets
-// the last CatchUp and misses the rest (still readable from
+// that the session gets them in order; the fan-out of those events then
+// finds the session past them and adds nothing. A subscriber further
+// behind gets the last CatchUp and misses the rest (still readable from
 // events://<topic>).
 const CatchUp = 12
 
@@ -165,12 +166,13 @@ func (in *Ingester) fanOut(ctx context.Context, ev *notify.TopicEvent) (notified
 	return notified, nil
 }
 
-// eventPicker returns the AppendEach pick of ev's fan-out: for a new
-// subscription (position 0), ev's notifications; for one at position at,
-// those of the topic's events after at up to ev (at most CatchUp of them,
-// and as many of the latest as fit one Append); each with the
+// eventPicker returns the AppendEach pick of ev's fan-out: for a
+// subscription at position at, the notifications of the topic's events
+// after at up to ev; for one that no event has reached yet (position 0),
+// those of the events published (ReceivedAt) since it started, and ev's.
+// At most CatchUp events, the latest that fit one Append, each with the
 // notifications/message only when the session's log level admits it.
-func (in *Ingester) eventPicker(ctx context.Context, ev *notify.TopicEvent) (func(*notify.Session, int64) [][]byte, error) {
+func (in *Ingester) eventPicker(ctx context.Context, ev *notify.TopicEvent) (func(*notify.Session, notify.Position) [][]byte, error) {
 	window := []notify.TopicEvent{*ev}
 	if ev.Seq > 1 {
 		evs, err := in.store.ReadTopicEvents(ctx, ev.Topic, max(0, ev.Seq-CatchUp), CatchUp)
@@ -198,18 +200,23 @@ func (in *Ingester) eventPicker(ctx context.Context, ev *notify.TopicEvent) (fun
 			enc[i][withMessage] = b
 		}
 	}
-	return func(s *notify.Session, at int64) [][]byte {
+	return func(s *notify.Session, p notify.Position) [][]byte {
 		admit := admitsInfo(s.LogLevel)
 		last := len(window) - 1
-		if at == 0 {
-			return enc[last][admit]
-		}
-		// The latest events after at that fit one Append.
+		// The latest events after the position that fit one Append; for a
+		// subscription no event has reached yet, those published since
+		// it started, and ev in any case.
 		var (
-			from         = last + 1
-			values, size = 0, 0
+			from         = last
+			values, size = len(enc[last][admit]), 0
 		)
-		for i := last; i >= 0 && window[i].Seq > at; i-- {
+		for _, d := range enc[last][admit] {
+			size += len(d)
+		}
+		for i := last - 1; i >= 0 && window[i].Seq > p.At; i-- {
+			if p.At == 0 && window[i].ReceivedAt.Before(p.Since) {
+				break
+			}
 			n, b := len(enc[i][admit]), 0
 			for _, d := range enc[i][admit] {
 				b += len(d)

@@ -47,7 +47,7 @@ type Store interface {
 	ApplyRegistry(ctx context.Context, kind, op string, items map[string]json.RawMessage, messageID string) (reg *notify.Registry, applied bool, err error)
 	ReadTopicEvents(ctx context.Context, topic string, after int64, limit int) ([]notify.TopicEvent, error)
 	Subscribers(ctx context.Context, uri string) ([]string, error)
-	AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, int64) [][]byte) (appended []string, err error)
+	AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, notify.Position) [][]byte) (appended []string, err error)
 }
 
 var _ Store = notify.Store(nil)

@@ -91,7 +91,7 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, sessionID, streamID st
 // session, a SELECT of its profile and of its subscription's position,
 // then what Append does, and the position's UPDATE. A pick result that
 // Append would refuse fails the whole call and appends nothing.
-func (s *Store) AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, int64) [][]byte) (appended []string, err error) {
+func (s *Store) AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, notify.Position) [][]byte) (appended []string, err error) {
 	defer wrap(&err, "sqlitestore: AppendEach(%d sessions, %q, %d)", len(ids), uri, upTo)
 	ids, err = notify.CheckAppendEach(ids, uri, upTo)
 	if err != nil {
@@ -109,15 +109,15 @@ func (s *Store) AppendEach(ctx context.Context, ids []string, uri string, upTo i
 			if err != nil {
 				return err
 			}
-			var at int64
-			err = tx.StmtContext(ctx, s.st.subscriptionAt).QueryRowContext(ctx, id, uri).Scan(&at)
+			var at, since int64
+			err = tx.StmtContext(ctx, s.st.subscriptionAt).QueryRowContext(ctx, id, uri).Scan(&at, &since)
 			if errors.Is(err, sql.ErrNoRows) || err == nil && at >= upTo {
 				continue // not subscribed, or at upTo already
 			}
 			if err != nil {
 				return err
 			}
-			data := pick(sess, at)
+			data := pick(sess, notify.Position{At: at, Since: fromNanos(since)})
 			if data == nil {
 				continue
 			}

@@ -68,7 +68,8 @@ CREATE INDEX IF NOT EXISTS messages_expires_at ON messages (expires_at);
 CREATE TABLE IF NOT EXISTS subscriptions (
 	session_id TEXT NOT NULL,
 	uri        TEXT NOT NULL,
-	position   INTEGER NOT NULL DEFAULT 0, -- AppendEach's position (schema version 2)
+	position   INTEGER NOT NULL DEFAULT 0, -- AppendEach's Position (schema version 2)
+	since      INTEGER NOT NULL DEFAULT 0,
 	PRIMARY KEY (session_id, uri)
 );
 CREATE INDEX IF NOT EXISTS subscriptions_uri ON subscriptions (uri, session_id);
@@ -202,7 +203,7 @@ func prepare(w, r *sql.DB) (*statements, error) {
 				initialized, created_at, expires_at, version, delivered,
 				notified_tools, notified_resources, notified_prompts
 			FROM sessions WHERE id = ?1 AND expires_at > ?2`},
-		{&st.subscriptionAt, w, `SELECT position FROM subscriptions WHERE session_id = ?1 AND uri = ?2`},
+		{&st.subscriptionAt, w, `SELECT position, since FROM subscriptions WHERE session_id = ?1 AND uri = ?2`},
 		{&st.setSubscriptionAt, w, `UPDATE subscriptions SET position = ?3 WHERE session_id = ?1 AND uri = ?2`},
 		{&st.insertSession, w, `
 			INSERT INTO sessions (id, principal, protocol_version, client_info, client_capabilities,
@@ -221,7 +222,7 @@ func prepare(w, r *sql.DB) (*statements, error) {
 				notified_resources = CASE ?2 WHEN 'resources' THEN ?3 ELSE notified_resources END,
 				notified_prompts = CASE ?2 WHEN 'prompts' THEN ?3 ELSE notified_prompts END
 			WHERE id = ?1`},
-		{&st.insertSubscription, w, `INSERT OR IGNORE INTO subscriptions (session_id, uri) VALUES (?1, ?2)`},
+		{&st.insertSubscription, w, `INSERT OR IGNORE INTO subscriptions (session_id, uri, since) VALUES (?1, ?2, ?3)`},
 		{&st.deleteSubscription, w, `DELETE FROM subscriptions WHERE session_id = ?1 AND uri = ?2`},
 		{&st.deleteSessionRows[0], w, `DELETE FROM events WHERE session_id = ?1`},
 		{&st.deleteSessionRows[1], w, `DELETE FROM streams WHERE session_id = ?1`},

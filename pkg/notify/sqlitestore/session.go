@@ -59,7 +59,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 		if len(sess.Subscriptions) > 0 {
 			ins := tx.StmtContext(ctx, s.st.insertSubscription)
 			for _, uri := range sess.Subscriptions {
-				if _, err := ins.ExecContext(ctx, sess.ID, uri); err != nil {
+				if _, err := ins.ExecContext(ctx, sess.ID, uri, now); err != nil {
 					return err
 				}
 			}
@@ -208,7 +208,7 @@ func (s *Store) MarkDelivered(ctx context.Context, sessionID string, seq int64) 
 // Subscribe implements notify.Store.
 func (s *Store) Subscribe(ctx context.Context, sessionID, uri string) (err error) {
 	defer wrap(&err, "sqlitestore: Subscribe(%q, %q)", sessionID, uri)
-	return s.subscription(ctx, s.st.insertSubscription, sessionID, uri)
+	return s.subscription(ctx, s.st.insertSubscription, sessionID, uri, toNanos(s.now()))
 }
 
 // Unsubscribe implements notify.Store.
@@ -217,7 +217,7 @@ func (s *Store) Unsubscribe(ctx context.Context, sessionID, uri string) (err err
 	return s.subscription(ctx, s.st.deleteSubscription, sessionID, uri)
 }
 
-func (s *Store) subscription(ctx context.Context, stmt *sql.Stmt, sessionID, uri string) error {
+func (s *Store) subscription(ctx context.Context, stmt *sql.Stmt, sessionID, uri string, args ...any) error {
 	if err := notify.CheckSubscription(sessionID, uri); err != nil {
 		return err
 	}
@@ -226,7 +226,7 @@ func (s *Store) subscription(ctx context.Context, stmt *sql.Stmt, sessionID, uri
 		if _, _, err := s.liveSession(ctx, tx, sessionID, now); err != nil {
 			return err
 		}
-		_, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, sessionID, uri)
+		_, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, append([]any{sessionID, uri}, args...)...)
 		return err
 	})
 }

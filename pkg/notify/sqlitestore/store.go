@@ -194,9 +194,11 @@ func (s *Store) tryInitSchema(ctx context.Context) error {
 			return fmt.Errorf("database schema version %d is newer than this program's (%d)", v, schemaVersion)
 		}
 		if v == 1 {
-			// Version 2 keeps a position per subscription.
-			if _, err := tx.ExecContext(ctx, `ALTER TABLE subscriptions ADD COLUMN position INTEGER NOT NULL DEFAULT 0`); err != nil {
-				return fmt.Errorf("upgrading the schema from version 1: %w", err)
+			// Version 2 keeps a Position per subscription.
+			for _, col := range []string{"position", "since"} {
+				if _, err := tx.ExecContext(ctx, `ALTER TABLE subscriptions ADD COLUMN `+col+` INTEGER NOT NULL DEFAULT 0`); err != nil {
+					return fmt.Errorf("upgrading the schema from version 1: %w", err)
+				}
 			}
 		}
 		if _, err := tx.ExecContext(ctx, schema); err != nil {

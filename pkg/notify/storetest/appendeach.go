@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mcpush/mcpush/pkg/notify"
@@ -14,15 +15,15 @@ import (
 
 // upToPick returns a pick that appends "<id>/<n>" for each n after the
 // position up to upTo, and records the positions it saw.
-func upToPick(upTo int64, seen map[string][]int64, mu *sync.Mutex) func(*notify.Session, int64) [][]byte {
-	return func(s *notify.Session, at int64) [][]byte {
+func upToPick(upTo int64, seen map[string][]int64, mu *sync.Mutex) func(*notify.Session, notify.Position) [][]byte {
+	return func(s *notify.Session, p notify.Position) [][]byte {
 		if mu != nil {
 			mu.Lock()
-			seen[s.ID] = append(seen[s.ID], at)
+			seen[s.ID] = append(seen[s.ID], p.At)
 			mu.Unlock()
 		}
 		var out [][]byte
-		for n := at + 1; n <= upTo; n++ {
+		for n := p.At + 1; n <= upTo; n++ {
 			out = append(out, fmt.Appendf(nil, "%s/%d", s.ID, n))
 		}
 		return out
@@ -42,11 +43,13 @@ func testAppendEach(t *testing.T, s *suite) {
 	g := notify.SessionStream
 	const uri = "events://t"
 	sub := func(s *notify.Session) { s.Subscriptions = []string{uri} }
+	before := time.Now().Add(-time.Second) // the store's clock may differ a little
 	createSession(t, st, "a", sub, func(s *notify.Session) { s.LogLevel = "info"; s.Principal = "alice" })
 	createSession(t, st, "b", func(s *notify.Session) { s.LogLevel = "error" })
 	if err := st.Subscribe(ctx, "b", uri); err != nil {
 		t.Fatal(err)
 	}
+	after := time.Now().Add(time.Second)
 	createSession(t, st, "c") // not subscribed
 	createSession(t, st, "d", sub)
 	createSession(t, st, "gone", sub)
@@ -59,9 +62,11 @@ func testAppendEach(t *testing.T, s *suite) {
 		mu   sync.Mutex
 		seen = map[string]string{}
 	)
-	pick := func(sess *notify.Session, at int64) [][]byte {
+	since := map[string]time.Time{}
+	pick := func(sess *notify.Session, p notify.Position) [][]byte {
 		mu.Lock()
-		seen[sess.ID] = fmt.Sprintf("%s/%s@%d", sess.LogLevel, sess.Principal, at)
+		seen[sess.ID] = fmt.Sprintf("%s/%s@%d", sess.LogLevel, sess.Principal, p.At)
+		since[sess.ID] = p.Since
 		mu.Unlock()
 		switch sess.ID {
 		case "d":
@@ -82,6 +87,12 @@ func testAppendEach(t *testing.T, s *suite) {
 	if diff := cmp.Diff(map[string]string{"a": "info/alice@0", "b": "error/@0", "d": "/@0"}, seen); diff != "" {
 		t.Errorf("profiles and positions pick saw (-want +got):\n%s", diff)
 	}
+	for id, t0 := range since {
+		if t0.Before(before) || t0.After(after) {
+			t.Errorf("%s: Position.Since = %v, want the time it subscribed (%v .. %v)", id, t0, before, after)
+		}
+	}
+	bSince := since["b"]
 	for id, want := range map[string][]notify.Event{
 		"a": events(1, "a1", "a2", "x", "y:info"),
 		"b": events(1, "x"),
@@ -113,6 +124,9 @@ func testAppendEach(t *testing.T, s *suite) {
 	if diff := cmp.Diff(map[string]string{"b": "error/@2", "d": "/@0"}, seen); diff != "" {
 		t.Errorf("positions pick saw (-want +got):\n%s", diff)
 	}
+	if !since["b"].Equal(bSince) {
+		t.Errorf("b's Position.Since moved from %v to %v", bSince, since["b"])
+	}
 	if diff := cmp.Diff(events(1, "x", "x"), readEvents(t, st, "b", g, 0, 100)); diff != "" {
 		t.Errorf("b log (-want +got):\n%s", diff)
 	}
@@ -133,8 +147,15 @@ func testAppendEach(t *testing.T, s *suite) {
 	if err := st.Subscribe(ctx, "b", uri); err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(2 * time.Millisecond)
+	if err := st.Subscribe(ctx, "b", uri); err != nil { // again: keeps Since
+		t.Fatal(err)
+	}
 	if got, err := st.AppendEach(ctx, []string{"b"}, uri, 6, pick); err != nil || len(got) != 1 || seen["b"] != "error/@0" {
 		t.Errorf("AppendEach after subscribing anew = %q, %v (pick saw %q); want position 0", got, err, seen["b"])
+	}
+	if !since["b"].After(bSince) {
+		t.Errorf("b's Position.Since after subscribing anew = %v, want after its first subscription's %v", since["b"], bSince)
 	}
 
 	// Bad arguments are refused, and nothing is appended.
@@ -142,7 +163,7 @@ func testAppendEach(t *testing.T, s *suite) {
 	for i := range many {
 		many[i] = fmt.Sprintf("m%d", i)
 	}
-	big := func(sess *notify.Session, _ int64) [][]byte {
+	big := func(sess *notify.Session, _ notify.Position) [][]byte {
 		if sess.ID == "d" {
 			return [][]byte{make([]byte, notify.MaxItemBytes+1)}
 		}
@@ -153,7 +174,7 @@ func testAppendEach(t *testing.T, s *suite) {
 		ids  []string
 		uri  string
 		upTo int64
-		pick func(*notify.Session, int64) [][]byte
+		pick func(*notify.Session, notify.Position) [][]byte
 		want error
 	}{
 		{"no ids", nil, uri, 9, pick, notify.ErrInvalid},
@@ -162,7 +183,7 @@ func testAppendEach(t *testing.T, s *suite) {
 		{"long uri", []string{"a"}, "events://" + strings.Repeat("u", notify.MaxURIBytes), 9, pick, notify.ErrTooLarge},
 		{"position 0", []string{"a"}, uri, 0, pick, notify.ErrInvalid},
 		{"too many ids", many, uri, 9, pick, notify.ErrInvalid},
-		{"empty data", []string{"a", "d"}, uri, 9, func(*notify.Session, int64) [][]byte { return [][]byte{} }, notify.ErrInvalid},
+		{"empty data", []string{"a", "d"}, uri, 9, func(*notify.Session, notify.Position) [][]byte { return [][]byte{} }, notify.ErrInvalid},
 		{"oversized data", []string{"a", "d"}, uri, 9, big, notify.ErrTooLarge},
 	} {
 		got, err := st.AppendEach(ctx, c.ids, c.uri, c.upTo, c.pick)
