@@ -85,9 +85,10 @@ func measureFanOut(tb testing.TB, b backend, n int) fanOutFigures {
 // BenchmarkCostModel prints the cost model of issue 8 for each store, from
 // counted store requests, their metered request units (meter) and
 // measured times, priced at the AWS list prices of prices_test.go: dollars
-// per idle connected client per month, per 1,000 events delivered to 1,
-// 100 and 10,000 subscribers, per million warm tools/call, and the Lambda
-// concurrency a connected client uses.
+// per idle connected client per month (and per idle 2026-07-28 listen
+// stream, which is held), per 1,000 events delivered to 1, 100 and 10,000
+// subscribers, per million warm tools/call, and the Lambda concurrency a
+// connected client uses.
 //
 // Measured: an idle client's reconnections (requests, units and
 // invocation time, over loopback; on Lambda add the runtime's overhead to
@@ -102,12 +103,14 @@ func BenchmarkCostModel(b *testing.B) {
 	for _, be := range backends(b) {
 		b.Run(be.name, func(b *testing.B) {
 			var (
-				idle idleFigures
-				fans []fanOutFigures
-				call toolsCallFigures
+				idle   idleFigures
+				listen listenFigures
+				fans   []fanOutFigures
+				call   toolsCallFigures
 			)
 			for b.Loop() {
 				idle = measureIdle(b, be, 3)
+				listen = measureListen(b, be, 2*time.Second)
 				fans = []fanOutFigures{measureFanOut(b, be, 1), measureFanOut(b, be, 100), measureFanOut(b, be, fanOutSessions)}
 				call = measureToolsCall(b, be, 20)
 			}
@@ -116,7 +119,8 @@ func BenchmarkCostModel(b *testing.B) {
 			b.ReportMetric(float64(fans[1].reads+fans[1].writes), "requests/event-to-100")
 			b.ReportMetric(float64(fans[2].reads+fans[2].writes), "requests/event-to-300")
 			// Printed, not logged: benchmark logs are cut at ten lines.
-			fmt.Print(costReport(be, idle, fans, call))
+			b.ReportMetric(listen.dollars, "$/idle-listen-month")
+			fmt.Print(costReport(be, idle, listen, fans, call))
 		})
 	}
 }
@@ -149,7 +153,7 @@ func measureToolsCall(tb testing.TB, b backend, calls int) toolsCallFigures {
 // shippedStreamHold is how long a stream stays open after it delivers.
 const shippedStreamHold = mcp.DefaultStreamHold
 
-func costReport(b backend, idle idleFigures, fans []fanOutFigures, call toolsCallFigures) string {
+func costReport(b backend, idle idleFigures, listen listenFigures, fans []fanOutFigures, call toolsCallFigures) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\n%s cost model (AWS us-east-1 list prices checked %s; Lambda arm64 %.0f MB; one counted request = one %s):\n",
 		b.name, pricesChecked, lambdaMemoryGB*1024, b.unit)
@@ -160,6 +164,8 @@ func costReport(b backend, idle idleFigures, fans []fanOutFigures, call toolsCal
 		maxIdleInvocation(idle.retry, idle.rru, idle.wru, 1.00).Round(100*time.Microsecond))
 	fmt.Fprintf(&sb, "| Lambda concurrency per idle client | %.4f | invocation time / reconnection cycle |\n", idleConc)
 	fmt.Fprintf(&sb, "| Lambda concurrency per active client | 1 | a stream holds one invocation for StreamHold (%v) after each delivery |\n", shippedStreamHold)
+	fmt.Fprintf(&sb, "| idle 2026-07-28 listen stream | $%.2f per month | held all month (the era cannot resume a stream): $%.2f of Lambda duration, plus %.2g reads + %.2g writes per second (%s in %v; %.2g RRU/s) once idle; concurrency 1; an event ingested while idle arrived after %v |\n",
+		listen.dollars, listenMonth(0, 0), listen.reads, listen.writes, listen.detail, listen.window, listen.rru, listen.latency.Round(time.Millisecond))
 	// Fan-out: per event, requests and units a + k*n, with k the slope
 	// between the two largest measured n (both batched) and a from n = 1.
 	f1, fa, fb := fans[0], fans[1], fans[2]

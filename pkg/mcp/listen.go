@@ -227,9 +227,9 @@ func (l *listenStream) result() []byte {
 // opted-in notifications logged since the last call, tagged with the
 // subscription id. cancelled reports a notifications/cancelled; more
 // that a full batch was read.
-func (l *listenStream) next(ctx context.Context) (msgs [][]byte, cancelled, more bool, err error) {
+func (l *listenStream) next(ctx context.Context, registryAge time.Duration) (msgs [][]byte, cancelled, more bool, err error) {
 	// One read when there is nothing new (see pollGetLog).
-	evs, err := l.srv.pollGetLog(ctx, l.sess, l.after, false, l.srv.opts.RegistryRefresh)
+	evs, err := l.srv.pollGetLog(ctx, l.sess, l.after, false, registryAge)
 	if err != nil {
 		return nil, false, false, err
 	}
@@ -261,6 +261,14 @@ func (l *listenStream) close(ctx context.Context) {
 // then the opted-in notifications as they happen, until the client leaves
 // or cancels (no response), or the server shuts down or nears the
 // request's deadline (the empty listen result: the client listens again).
+//
+// The 2026-07-28 era cannot resume a listen stream, so it is held for as
+// long as the client listens (on Lambda, until the deadline). What an idle
+// one costs besides is its polling: for StreamHold after it opens or last
+// delivers, it polls every PollInterval; then every RetryInterval (the
+// delay after which an idle GET client reconnects, the same latency), with
+// the registry hashes trusted up to idleRegistryAge as an idle GET
+// reconnection does.
 func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) {
 	ctx := r.Context()
 	f, err := parseListenFilter(m.Params)
@@ -291,7 +299,8 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 	}
 	poll := time.NewTimer(h.srv.opts.PollInterval)
 	defer poll.Stop()
-	lastWrite := time.Now()
+	lastWrite, lastActive := time.Now(), time.Now()
+	idle := func() bool { return h.opts.StreamHold >= 0 && time.Since(lastActive) >= h.opts.StreamHold }
 	for {
 		select {
 		case <-ctx.Done():
@@ -304,7 +313,11 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 			return
 		case <-poll.C:
 		}
-		msgs, cancelled, more, err := l.next(ctx)
+		age := h.srv.opts.RegistryRefresh
+		if idle() {
+			age = max(age, idleRegistryAge)
+		}
+		msgs, cancelled, more, err := l.next(ctx, age)
 		switch {
 		case err == nil:
 			// The backing session lives as long as the stream: extend its
@@ -324,7 +337,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 			if sse.event("", msg) != nil {
 				return
 			}
-			lastWrite = time.Now()
+			lastWrite, lastActive = time.Now(), time.Now()
 		}
 		if cancelled {
 			return // notifications/cancelled: no response
@@ -335,9 +348,12 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 			}
 			lastWrite = time.Now()
 		}
-		if more {
+		switch {
+		case more:
 			poll.Reset(0)
-		} else {
+		case idle():
+			poll.Reset(max(h.srv.opts.PollInterval, h.opts.RetryInterval))
+		default:
 			poll.Reset(h.srv.opts.PollInterval)
 		}
 	}

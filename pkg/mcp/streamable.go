@@ -65,9 +65,12 @@ type StreamableOptions struct {
 	// Last-Event-ID, and such a reconnection checks once (one store read,
 	// no write) and ends again unless it has something to send, which it
 	// sends and then holds again. Idle clients thus cost one short request
-	// per RetryInterval instead of a held invocation. Default:
-	// DefaultStreamHold.
-	// Negative: hold until MaxStreamDuration or the request deadline.
+	// per RetryInterval instead of a held invocation. A 2026-07-28
+	// subscriptions/listen stream, which cannot resume, stays open; after
+	// StreamHold without a message it polls every RetryInterval instead of
+	// every PollInterval. Default: DefaultStreamHold.
+	// Negative: hold until MaxStreamDuration or the request deadline, and
+	// poll every PollInterval.
 	StreamHold time.Duration
 	// KeepAlive is the interval of SSE comments on an idle GET stream.
 	// Default: 25s.

@@ -21,9 +21,9 @@ const (
 // eachAppend is one session's part of an AppendEach: what to append, and
 // the stream head and subscription position it is believed to be at.
 type eachAppend struct {
-	sess    *notify.Session
-	pk      string
-	data    [][]byte
+	sess  *notify.Session
+	pk    string
+	data  [][]byte
 	old   int64
 	pos   notify.Position
 	bytes int

@@ -205,7 +205,7 @@ func (in *Ingester) eventPicker(ctx context.Context, ev *notify.TopicEvent) (fun
 		last := len(window) - 1
 		// The latest events after the position that fit one Append; for a
 		// subscription no event has reached yet, those published since
-		// it started, and ev in any case.
+		// it started (none when that is unknown), and ev in any case.
 		var (
 			from         = last
 			values, size = len(enc[last][admit]), 0
@@ -214,7 +214,7 @@ func (in *Ingester) eventPicker(ctx context.Context, ev *notify.TopicEvent) (fun
 			size += len(d)
 		}
 		for i := last - 1; i >= 0 && window[i].Seq > p.At; i-- {
-			if p.At == 0 && window[i].ReceivedAt.Before(p.Since) {
+			if p.At == 0 && (p.Since.IsZero() || window[i].ReceivedAt.Before(p.Since)) {
 				break
 			}
 			n, b := len(enc[i][admit]), 0

@@ -8,6 +8,11 @@
 // either applied whole or refused with an error that names the offending
 // field, so that a producer's mistake ends in the dead-letter queue
 // instead of in what clients see.
+//
+// An event reaches each subscribed session once and in topic order: the
+// fan-out appends to the subscribers in batches (notify.Store.AppendEach),
+// each subscription keeps the topic sequence number it has reached, and a
+// subscription found behind is caught up from the topic's log (CatchUp).
 package ingest
 
 import (

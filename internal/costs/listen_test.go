@@ -1,0 +1,141 @@
+package costs
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify/ingest"
+)
+
+// listenFigures are the measured costs of an idle 2026-07-28 listen
+// stream, which is held: the era cannot resume a stream.
+type listenFigures struct {
+	window        time.Duration // how long the idle stream was counted
+	reads, writes float64       // store requests per second while idle
+	rru, wru      float64       // their request units per second
+	detail        string
+	dollars       float64       // per month: held all month, plus its polls
+	latency       time.Duration // ingest start to the event's arrival after the idle window
+}
+
+// listenMonth is the monthly cost of a listen stream held all month that
+// uses rru read and wru write units per second.
+func listenMonth(rru, wru float64) float64 {
+	s := month.Seconds()
+	return s*lambdaMemoryGB*lambdaPerGBSecond + s*(rru*dynamoPerRRU+wru*dynamoPerWRU)
+}
+
+// measureListen opens a subscriptions/listen stream on events://<topic>,
+// lets it go idle (past a 100 ms StreamHold), counts the store requests of
+// window seconds, then ingests an event on the topic and times its
+// arrival.
+func measureListen(tb testing.TB, b backend, window time.Duration) listenFigures {
+	url := idleServer(tb, b, &mcp.StreamableOptions{StreamHold: 100 * time.Millisecond})
+	topic := fmt.Sprintf("listen-%d", time.Now().UnixNano())
+	body := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["` +
+		ingest.EventURI(topic) + `"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		tb.Fatalf("listen: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	type arrival struct {
+		data string
+		at   time.Time
+	}
+	data := make(chan arrival, 16)
+	go func() {
+		defer close(data)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.TrimSpace(v) != "" {
+				data <- arrival{strings.TrimSpace(v), time.Now()}
+			}
+		}
+	}()
+	next := func(what string) arrival {
+		select {
+		case a, ok := <-data:
+			if !ok {
+				tb.Fatalf("the listen stream ended before %s", what)
+			}
+			return a
+		case <-time.After(10 * time.Second):
+			tb.Fatalf("no %s on the listen stream in 10 s", what)
+		}
+		return arrival{}
+	}
+	if ack := next("acknowledgement"); !strings.Contains(ack.data, "notifications/subscriptions/acknowledged") {
+		tb.Fatalf("first message %s, want the acknowledgement", ack.data)
+	}
+	time.Sleep(300 * time.Millisecond) // past StreamHold: idle
+	b.reset()
+	time.Sleep(window)
+	r, w, d := b.tally.counts()
+	rru, wru := b.units()
+	secs := window.Seconds()
+	f := listenFigures{window: window, reads: float64(r) / secs, writes: float64(w) / secs,
+		rru: rru / secs, wru: wru / secs, detail: d}
+	f.dollars = listenMonth(f.rru, f.wru)
+
+	msg, _ := json.Marshal(map[string]any{"type": "event", "topic": topic, "data": 1})
+	start := time.Now()
+	sum, err := ingest.New(b.store, nil).Handle(context.Background(), events.SNSEvent{Records: []events.SNSEventRecord{{
+		EventVersion: "1.0", EventSource: "aws:sns",
+		SNS: events.SNSEntity{Type: "Notification", MessageID: topic + "-m1", TopicArn: "arn:aws:sns:us-east-1:123456789012:mcpush-events",
+			Timestamp: start, Message: string(msg), SignatureVersion: "1"},
+	}}})
+	if err != nil || sum.Accepted != 1 {
+		tb.Fatalf("ingest: %+v, %v", sum, err)
+	}
+	got := next("event")
+	if !strings.Contains(got.data, "notifications/resources/updated") || !strings.Contains(got.data, ingest.EventURI(topic)) {
+		tb.Fatalf("after the ingest the listen stream sent %s, want resources/updated of %s", got.data, ingest.EventURI(topic))
+	}
+	f.latency = got.at.Sub(start)
+	return f
+}
+
+// TestIdleListen checks what an idle 2026-07-28 listen stream costs
+// besides being held: past StreamHold it polls once per RetryInterval (1 s)
+// with one read, not every PollInterval, and writes nothing; an event
+// ingested then still arrives on it. Held all month at the template's
+// 256 MB, it costs the Lambda duration of a month (about $8.6), which no
+// polling policy changes: the era has no way to resume a listen stream
+// that the server ends.
+func TestIdleListen(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			const window = 3 * time.Second
+			f := measureListen(t, b, window)
+			// One read per second, plus the process's registry hashes at
+			// most once per 10 s, plus one for a poll that straddles the
+			// window's edge.
+			if limit := 1/time.Second.Seconds() + 1/window.Seconds() + 1.0/10; f.reads > limit+1e-9 || f.writes > 0 {
+				t.Errorf("an idle listen stream made %.2g reads and %.2g writes per second (%s); want at most %.2g reads and no write",
+					f.reads, f.writes, f.detail, limit)
+			}
+			t.Logf("%s: idle listen stream: %.2g reads/s, %.2g writes/s (%s; %.2g RRU/s); $%.2f per month held; an event ingested while idle arrived after %v",
+				b.name, f.reads, f.writes, f.detail, f.rru, f.dollars, f.latency.Round(time.Millisecond))
+		})
+	}
+}
