@@ -3,6 +3,8 @@ package costs
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -18,13 +20,15 @@ const (
 )
 
 // TestFanOutRequests counts the store requests of one event's ingest to
-// 300 subscribed sessions: at most 40 DynamoDB requests, made of one
-// topic append, one subscriber listing (a Query and a BatchGetItem per 100
-// subscribers) and, per batch of notify.MaxAppendEach sessions, two
+// 300 subscribed sessions, in the steady state (the topic's second event):
+// at most 40 DynamoDB requests, made of one topic append, one read of the
+// events before it, one subscriber listing (a Query and a BatchGetItem per
+// 100 subscribers) and, per batch of notify.MaxAppendEach sessions, two
 // BatchGetItem and a few TransactWriteItems; on SQLite the same shape in
-// Store calls (one AppendTopicEvent, one Subscribers, one AppendEach per
-// batch). Every session then holds the event's notifications exactly
-// once: resources/updated, and the message where its log level admits it.
+// Store calls (AppendTopicEvent, ReadTopicEvents and Subscribers once, one
+// AppendEach per batch). Every session then holds the two events'
+// notifications exactly once and in order: resources/updated, and the
+// message where its log level admits it.
 func TestFanOutRequests(t *testing.T) {
 	batches := (fanOutSessions + notify.MaxAppendEach - 1) / notify.MaxAppendEach
 	for _, b := range backends(t) {
@@ -34,25 +38,24 @@ func TestFanOutRequests(t *testing.T) {
 				fanOutSessions, b.name, f.reads, f.writes, f.detail, f.took)
 			switch b.name {
 			case "sqlite":
-				want := map[string]int{"AppendTopicEvent": 1, "Subscribers": 1, "AppendEach": batches}
+				want := map[string]int{"AppendTopicEvent": 1, "Subscribers": 1, "ReadTopicEvents": 1, "AppendEach": batches}
 				for op, n := range want {
 					if got := b.tally.count(op); got != n {
 						t.Errorf("%s calls = %d, want %d (all: %s)", op, got, n, f.detail)
 					}
 				}
-				if f.reads+f.writes != 2+batches {
-					t.Errorf("%d Store calls (%s), want %d", f.reads+f.writes, f.detail, 2+batches)
+				if f.reads+f.writes != 3+batches {
+					t.Errorf("%d Store calls (%s), want %d", f.reads+f.writes, f.detail, 3+batches)
 				}
 			case "dynamodb":
 				if n := f.reads + f.writes; n > maxFanOutRequests {
 					t.Errorf("%d DynamoDB requests (%s), want at most %d", n, f.detail, maxFanOutRequests)
 				}
-				// One listing Query, a BatchGetItem per 100 listed and two
-				// per batch (150 keys: session items, stream heads,
-				// subscription markers); the topic append and at most
-				// four transactions per batch. The first event of a topic
-				// reads no earlier events.
-				if got, want := b.tally.count("Query"), 1; got != want {
+				// A Query of the earlier events and one of the listing, a
+				// BatchGetItem per 100 listed and two per batch (150 keys:
+				// session items, stream heads, subscription markers); the
+				// topic append and at most four transactions per batch.
+				if got, want := b.tally.count("Query"), 2; got != want {
 					t.Errorf("Query = %d, want %d", got, want)
 				}
 				if got, want := b.tally.count("BatchGetItem"), (fanOutSessions+99)/100+2*batches; got != want {
@@ -67,9 +70,10 @@ func TestFanOutRequests(t *testing.T) {
 	}
 }
 
-// checkFannedOut checks that each session of f holds the event once: its
-// SessionStream log is resources/updated, then for sessions at level info
-// the message with the event.
+// checkFannedOut checks that each session of f holds the two events
+// measureFanOut ingested, once each and in order: its SessionStream log is
+// resources/updated for each, and for sessions at level info each
+// followed by the message with the event.
 func checkFannedOut(t *testing.T, st notify.Store, f fanOutFigures) {
 	var (
 		wg   sync.WaitGroup
@@ -84,31 +88,31 @@ func checkFannedOut(t *testing.T, st notify.Store, f fanOutFigures) {
 					t.Errorf("%s: %v", id, err)
 					continue
 				}
-				want := 2
-				if i%2 == 1 {
-					want = 1
-				}
-				if len(evs) != want {
-					t.Errorf("%s holds %d notifications, want %d", id, len(evs), want)
-					continue
-				}
-				var msg struct {
-					Method string `json:"method"`
-					Params struct {
-						URI  string           `json:"uri"`
-						Data ingest.EventData `json:"data"`
-					} `json:"params"`
-				}
-				for j, ev := range evs {
+				var got []string
+				for _, ev := range evs {
+					var msg struct {
+						Method string `json:"method"`
+						Params struct {
+							URI  string           `json:"uri"`
+							Data ingest.EventData `json:"data"`
+						} `json:"params"`
+					}
 					if err := json.Unmarshal(ev.Data, &msg); err != nil {
-						t.Errorf("%s event %d: %v", id, j, err)
+						t.Errorf("%s: %v", id, err)
+					}
+					if msg.Method == "notifications/message" {
+						got = append(got, fmt.Sprintf("message %s %d", msg.Params.Data.Topic, msg.Params.Data.Sequence))
+					} else {
+						got = append(got, msg.Method+" "+msg.Params.URI)
 					}
 				}
-				if want == 2 && (msg.Method != "notifications/message" || msg.Params.Data.Topic != f.topic || msg.Params.Data.Sequence != 1) {
-					t.Errorf("%s: last notification %s, want the message of %s seq 1", id, evs[1].Data, f.topic)
+				updated := "notifications/resources/updated " + ingest.EventURI(f.topic)
+				want := []string{updated, fmt.Sprintf("message %s 1", f.topic), updated, fmt.Sprintf("message %s 2", f.topic)}
+				if i%2 == 1 {
+					want = []string{updated, updated}
 				}
-				if want == 1 && msg.Params.URI != ingest.EventURI(f.topic) {
-					t.Errorf("%s: notification %s, want resources/updated of %s", id, evs[0].Data, f.topic)
+				if !slices.Equal(want, got) {
+					t.Errorf("%s holds %q, want %q", id, got, want)
 				}
 			}
 		})

@@ -19,14 +19,23 @@ import (
 // costs one) and over the summed size of the items for Query; a write
 // costs one WRU per KB of the item, per item for BatchWriteItem, and
 // TransactWriteItems twice that for each of its items, the condition
-// checks included. Sizes are computed from what the request and response
-// carry: the items written, and the items read as returned (a projection
-// makes a read look smaller than DynamoDB bills, which rounds each small
-// item up to 4 KB anyway); an update or a delete counts the key and the
-// new values, at least one unit.
+// checks included. An update is billed by the larger of the item before
+// and after, a delete and a condition check by the item's size.
+//
+// Sizes come from what the requests and answers carry: the items written,
+// and the items read as returned. The meter remembers the size of every
+// item it saw written or read (by key), so that an update, a delete or a
+// condition check is billed by the item's size rather than its key. It
+// approximates in three places: an update's new size is taken as the
+// larger of the item's remembered size and its key with the new values; a
+// projected read (ProjectionExpression) looks smaller than DynamoDB bills
+// (for GetItem and BatchGetItem each small item rounds up to 4 KB anyway;
+// this package's Query reads are not projected); and an item the meter
+// never saw is billed by its key.
 type meter struct {
 	mu       sync.Mutex
 	rru, wru float64
+	sizes    map[string]int // item key -> last known size
 }
 
 func (m *meter) reset() {
@@ -49,8 +58,11 @@ func (m *meter) middleware(stack *middleware.Stack) error {
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("mcpushMeter",
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			out, md, err := next.HandleInitialize(ctx, in)
-			r, w := requestUnits(in.Parameters, out.Result)
 			m.mu.Lock()
+			if m.sizes == nil {
+				m.sizes = make(map[string]int)
+			}
+			r, w := requestUnits(m.sizes, in.Parameters, out.Result)
 			m.rru += r
 			m.wru += w
 			m.mu.Unlock()
@@ -58,16 +70,46 @@ func (m *meter) middleware(stack *middleware.Stack) error {
 		}), middleware.After)
 }
 
+// itemKey names an item by its key attributes (pk and sk).
+func itemKey(it map[string]types.AttributeValue) string {
+	s := func(name string) string {
+		if v, ok := it[name].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	return s("pk") + "\x00" + s("sk")
+}
+
 // requestUnits returns the units of one request with its response (nil
-// when it failed).
-func requestUnits(in, out any) (rru, wru float64) {
+// when it failed), and updates sizes, the known item sizes by key.
+func requestUnits(sizes map[string]int, in, out any) (rru, wru float64) {
+	seen := func(it map[string]types.AttributeValue) int {
+		n := itemSize(it)
+		sizes[itemKey(it)] = n
+		return n
+	}
+	// known is the size to bill for an item that key names: the larger
+	// of what the meter knows and extra (its key and new values).
+	known := func(key map[string]types.AttributeValue, extra int) int {
+		return max(sizes[itemKey(key)], extra)
+	}
+	update := func(key map[string]types.AttributeValue, values map[string]types.AttributeValue) int {
+		n := known(key, itemSize(key)+valuesSize(values))
+		sizes[itemKey(key)] = n
+		return n
+	}
+	remove := func(key map[string]types.AttributeValue) int {
+		n := known(key, itemSize(key))
+		delete(sizes, itemKey(key))
+		return n
+	}
 	switch in := in.(type) {
 	case *dynamodb.GetItemInput:
-		var it map[string]types.AttributeValue
-		if o, ok := out.(*dynamodb.GetItemOutput); ok && o != nil {
-			it = o.Item
+		if o, ok := out.(*dynamodb.GetItemOutput); ok && o != nil && o.Item != nil {
+			return readUnits(seen(o.Item)), 0
 		}
-		return readUnits(itemSize(it)), 0
+		return 1, 0
 	case *dynamodb.BatchGetItemInput:
 		keys, found := 0, 0
 		for _, ka := range in.RequestItems {
@@ -76,7 +118,7 @@ func requestUnits(in, out any) (rru, wru float64) {
 		if o, ok := out.(*dynamodb.BatchGetItemOutput); ok && o != nil {
 			for _, items := range o.Responses {
 				for _, it := range items {
-					rru += readUnits(itemSize(it))
+					rru += readUnits(seen(it))
 					found++
 				}
 			}
@@ -89,24 +131,24 @@ func requestUnits(in, out any) (rru, wru float64) {
 		size := 0
 		if o, ok := out.(*dynamodb.QueryOutput); ok && o != nil {
 			for _, it := range o.Items {
-				size += itemSize(it)
+				size += seen(it)
 			}
 		}
 		return readUnits(size), 0
 	case *dynamodb.PutItemInput:
-		return 0, writeUnits(itemSize(in.Item))
+		return 0, writeUnits(max(known(in.Item, 0), seen(in.Item)))
 	case *dynamodb.UpdateItemInput:
-		return 0, writeUnits(itemSize(in.Key) + valuesSize(in.ExpressionAttributeValues))
+		return 0, writeUnits(update(in.Key, in.ExpressionAttributeValues))
 	case *dynamodb.DeleteItemInput:
-		return 0, writeUnits(itemSize(in.Key))
+		return 0, writeUnits(remove(in.Key))
 	case *dynamodb.BatchWriteItemInput:
 		for _, reqs := range in.RequestItems {
 			for _, r := range reqs {
 				switch {
 				case r.PutRequest != nil:
-					wru += writeUnits(itemSize(r.PutRequest.Item))
+					wru += writeUnits(max(known(r.PutRequest.Item, 0), seen(r.PutRequest.Item)))
 				case r.DeleteRequest != nil:
-					wru += writeUnits(itemSize(r.DeleteRequest.Key))
+					wru += writeUnits(remove(r.DeleteRequest.Key))
 				}
 			}
 		}
@@ -115,13 +157,13 @@ func requestUnits(in, out any) (rru, wru float64) {
 		for _, ti := range in.TransactItems {
 			switch {
 			case ti.Put != nil:
-				wru += 2 * writeUnits(itemSize(ti.Put.Item))
+				wru += 2 * writeUnits(max(known(ti.Put.Item, 0), seen(ti.Put.Item)))
 			case ti.Update != nil:
-				wru += 2 * writeUnits(itemSize(ti.Update.Key)+valuesSize(ti.Update.ExpressionAttributeValues))
+				wru += 2 * writeUnits(update(ti.Update.Key, ti.Update.ExpressionAttributeValues))
 			case ti.Delete != nil:
-				wru += 2 * writeUnits(itemSize(ti.Delete.Key))
+				wru += 2 * writeUnits(remove(ti.Delete.Key))
 			case ti.ConditionCheck != nil:
-				wru += 2 * writeUnits(itemSize(ti.ConditionCheck.Key))
+				wru += 2 * writeUnits(known(ti.ConditionCheck.Key, itemSize(ti.ConditionCheck.Key)))
 			}
 		}
 		return 0, wru
@@ -218,8 +260,9 @@ func TestMeter(t *testing.T) {
 	s := func(n int) types.AttributeValue {
 		return &types.AttributeValueMemberS{Value: string(make([]byte, n))}
 	}
-	key := map[string]types.AttributeValue{"pk": s(8), "sk": s(8)}
-	big := map[string]types.AttributeValue{"pk": s(8), "sk": s(8), "d": s(5000)}
+	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"}, "sk": &types.AttributeValueMemberS{Value: "k"}}
+	big := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "p"}, "sk": &types.AttributeValueMemberS{Value: "b"}, "d": s(5000)}
+	bigKey := map[string]types.AttributeValue{"pk": big["pk"], "sk": big["sk"]}
 	for _, c := range []struct {
 		name     string
 		in, out  any
@@ -238,9 +281,27 @@ func TestMeter(t *testing.T) {
 		{"TransactWriteItems", &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Put: &types.Put{Item: big}}, {ConditionCheck: &types.ConditionCheck{Key: key}}, {Update: &types.Update{Key: key}}}}, nil, 0, 14},
 	} {
-		r, w := requestUnits(c.in, c.out)
+		r, w := requestUnits(map[string]int{}, c.in, c.out)
 		if r != c.rru || w != c.wru {
 			t.Errorf("%s: %g RRU, %g WRU; want %g, %g", c.name, r, w, c.rru, c.wru)
+		}
+	}
+	// Remembered sizes: an update, a condition check and a delete of the
+	// 5 KB item written before are billed by its size.
+	sizes := map[string]int{}
+	for _, c := range []struct {
+		name string
+		in   any
+		wru  float64
+	}{
+		{"Put", &dynamodb.PutItemInput{Item: big}, 5},
+		{"Update", &dynamodb.UpdateItemInput{Key: bigKey}, 5},
+		{"ConditionCheck", &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{ConditionCheck: &types.ConditionCheck{Key: bigKey}}}}, 10},
+		{"Delete", &dynamodb.DeleteItemInput{Key: bigKey}, 5},
+		{"Delete again", &dynamodb.DeleteItemInput{Key: bigKey}, 1},
+	} {
+		if _, w := requestUnits(sizes, c.in, nil); w != c.wru {
+			t.Errorf("%s after a 5 KB put: %g WRU, want %g", c.name, w, c.wru)
 		}
 	}
 	if got := numberSize(strconv.Itoa(123456789)); got != 6 {

@@ -352,7 +352,8 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		case more:
 			poll.Reset(0)
 		case idle():
-			poll.Reset(max(h.srv.opts.PollInterval, h.opts.RetryInterval))
+			// Every RetryInterval, or sooner when a keepalive is due.
+			poll.Reset(max(min(max(h.srv.opts.PollInterval, h.opts.RetryInterval), h.opts.KeepAlive-time.Since(lastWrite)), 0))
 		default:
 			poll.Reset(h.srv.opts.PollInterval)
 		}

@@ -168,8 +168,9 @@ type Store interface {
 	// events that bring the session from there to upTo (nil: none, the
 	// position stays). It may be called again for a session whose
 	// position another writer moved meanwhile. What it returns is checked
-	// as Append's data, and a value Append would refuse fails the call
-	// before anything is appended. Sessions that are gone, or not
+	// as Append's data: a value Append would refuse fails the call, before
+	// anything is appended when pick returns it the first time it is asked
+	// (the session's events otherwise). Sessions that are gone, or not
 	// subscribed to uri, are skipped. It returns the ids appended to now,
 	// in the order of ids; on error some sessions may have been appended
 	// to (they are in appended), and the same call again completes the

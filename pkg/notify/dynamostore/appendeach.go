@@ -127,10 +127,25 @@ func (a *eachAppend) pick(pick func(*notify.Session, notify.Position) [][]byte) 
 	return true, nil
 }
 
-// appendGroup appends the group in one transaction, retried from the heads
-// and positions its cancellations report and without the sessions they
-// rule out. It returns the ids appended to.
+// appendGroup appends the group, in one transaction unless a session's
+// events grow when pick is asked again: that session goes in a
+// transaction of its own afterwards. It returns the ids appended to.
 func (s *Store) appendGroup(ctx context.Context, uri string, upTo int64, pick func(*notify.Session, notify.Position) [][]byte, group []*eachAppend) ([]string, error) {
+	done, later, err := s.appendOnce(ctx, uri, upTo, pick, group)
+	for err == nil && len(later) > 0 {
+		var ids []string
+		ids, _, err = s.appendOnce(ctx, uri, upTo, pick, later[:1]) // alone, it fits
+		done, later = append(done, ids...), later[1:]
+	}
+	return done, err
+}
+
+// appendOnce appends the group in one transaction, retried from the heads
+// and positions its cancellations report and without the sessions they
+// rule out. It returns the ids appended to, and the sessions whose events
+// pick made larger on a retry (in a group of more than one), left for
+// later.
+func (s *Store) appendOnce(ctx context.Context, uri string, upTo int64, pick func(*notify.Session, notify.Position) [][]byte, group []*eachAppend) (done []string, later []*eachAppend, err error) {
 	tok := newToken()
 	group = slices.Clone(group)
 	for race := 1; len(group) > 0; race++ {
@@ -149,11 +164,11 @@ func (s *Store) appendGroup(ctx context.Context, uri string, upTo int64, pick fu
 		var at attempts
 		_, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, at.option)
 		if err == nil {
-			return s.appendedGroup(group), nil
+			return s.appendedGroup(group), later, nil
 		}
 		c, ok := asCancellation(err)
 		if !ok {
-			return nil, err
+			return nil, nil, err
 		}
 		var (
 			keep  []*eachAppend
@@ -167,7 +182,7 @@ func (s *Store) appendGroup(ctx context.Context, uri string, upTo int64, pick fu
 			case headFailed && getS(head, attrTok) == tok, posFailed && getS(marker, attrTok) == tok && getN(marker, attrPos) == upTo:
 				// This call's own earlier attempt, retried by the SDK,
 				// wrote the whole transaction.
-				return s.appendedGroup(group), nil
+				return s.appendedGroup(group), later, nil
 			case metaFailed, posFailed && (len(marker) == 0 || getN(marker, attrPos) >= upTo):
 				// Gone, unsubscribed, or at upTo already.
 			case posFailed:
@@ -175,11 +190,15 @@ func (s *Store) appendGroup(ctx context.Context, uri string, upTo int64, pick fu
 				if headFailed {
 					a.old = getN(head, attrSeq)
 				}
+				items, bytes := len(a.data), a.bytes
 				ok, err := a.pick(pick)
-				if err != nil {
-					return nil, err
-				}
-				if ok {
+				switch {
+				case err != nil:
+					return nil, nil, err
+				case !ok:
+				case len(group) > 1 && (len(a.data) > items || a.bytes > bytes):
+					later = append(later, a) // may not fit this transaction any more
+				default:
 					moved = true
 					keep = append(keep, a)
 				}
@@ -193,23 +212,23 @@ func (s *Store) appendGroup(ctx context.Context, uri string, upTo int64, pick fu
 		}
 		switch {
 		case race >= maxRaces:
-			return nil, fmt.Errorf("%w: %w", errTooManyRaces, err)
+			return nil, nil, fmt.Errorf("%w: %w", errTooManyRaces, err)
 		case len(keep) < len(group) || moved:
 			if race > 10 {
 				if err := backoff(ctx, 2); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 			}
 		case c.transient():
 			if err := backoff(ctx, race); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		default:
-			return nil, err
+			return nil, nil, err
 		}
 		group = keep
 	}
-	return nil, nil
+	return nil, later, nil
 }
 
 // positionUpdate moves the position of session pk's subscription to uri

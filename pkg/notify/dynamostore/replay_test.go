@@ -120,8 +120,10 @@ func TestRetriedWrites(t *testing.T) {
 		appendCall("a", cas("h0", "h2"), "5 again"),
 		appendCall("missing", nil, "x"),
 		appendEachCall([]string{"a", "b", "missing"}, 1),
+		{"Subscribe(a, u1) for AppendEach", func(st notify.Store) string { return errString(st.Subscribe(ctx, "a", "u1")) }},
 		appendEachCall([]string{"b", "a"}, 1),
 		appendEachCall([]string{"b"}, 3),
+		appendEachCall([]string{"a", "b"}, 5), // the data shows the positions
 		{"MarkDelivered", func(st notify.Store) string { return errString(st.MarkDelivered(ctx, "a", 3)) }},
 		{"PutMessage", func(st notify.Store) string {
 			ok, err := st.PutMessage(ctx, "a", "m", []byte("v"))
@@ -188,7 +190,8 @@ func registryString(r *notify.Registry) string {
 	return fmt.Sprintf("%s %s %q", r.Kind, r.Hash, keys)
 }
 
-// dump describes the state of sessions, their stream "s" and subscribers.
+// dump describes the state of sessions, their streams "s" and
+// SessionStream, and subscribers.
 func dump(ctx context.Context, st notify.Store, ids, uris []string) string {
 	var b strings.Builder
 	for _, id := range ids {
@@ -197,12 +200,16 @@ func dump(ctx context.Context, st notify.Store, ids, uris []string) string {
 			fmt.Fprintf(&b, "%s: %s\n", id, errString(err))
 			continue
 		}
-		evs, err := st.ReadEvents(ctx, id, "s", 0, 100)
-		fmt.Fprintf(&b, "%s: v%d subs %q hashes %v delivered %d log %s events", id, s.Version, s.Subscriptions, s.NotifiedHashes, s.Delivered, s.LogLevel)
-		for _, ev := range evs {
-			fmt.Fprintf(&b, " %d=%s", ev.Seq, ev.Data)
+		fmt.Fprintf(&b, "%s: v%d subs %q hashes %v delivered %d log %s head %d", id, s.Version, s.Subscriptions, s.NotifiedHashes, s.Delivered, s.LogLevel, s.StreamHead)
+		for _, stream := range []string{"s", notify.SessionStream} {
+			evs, err := st.ReadEvents(ctx, id, stream, 0, 100)
+			fmt.Fprintf(&b, " %s events", stream)
+			for _, ev := range evs {
+				fmt.Fprintf(&b, " %d=%s", ev.Seq, ev.Data)
+			}
+			fmt.Fprintf(&b, " %s", errString(err))
 		}
-		fmt.Fprintf(&b, " %s\n", errString(err))
+		b.WriteString("\n")
 	}
 	for _, uri := range uris {
 		subs, err := st.Subscribers(ctx, uri)

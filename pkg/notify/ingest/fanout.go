@@ -55,6 +55,12 @@ type messageParams struct {
 // when withMessage is set, notifications/message (level info, logger
 // events/<topic>) carrying the event.
 func EventNotifications(ev *notify.TopicEvent, withMessage bool) ([][]byte, error) {
+	return eventNotifications(ev, withMessage, false)
+}
+
+// eventNotifications is EventNotifications, with the payload left out of
+// the message (PayloadOmitted) when omit is set.
+func eventNotifications(ev *notify.TopicEvent, withMessage, omit bool) ([][]byte, error) {
 	updated, err := marshal(&notification{JSONRPC: "2.0", Method: "notifications/resources/updated",
 		Params: &updatedParams{URI: EventURI(ev.Topic)}})
 	if err != nil {
@@ -74,7 +80,7 @@ func EventNotifications(ev *notify.TopicEvent, withMessage bool) ([][]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	if len(message) > notify.MaxItemBytes {
+	if omit || len(message) > notify.MaxItemBytes {
 		data.Payload, data.PayloadOmitted = nil, true
 		if message, err = marshal(msg); err != nil {
 			return nil, err
@@ -168,10 +174,11 @@ func (in *Ingester) fanOut(ctx context.Context, ev *notify.TopicEvent) (notified
 
 // eventPicker returns the AppendEach pick of ev's fan-out: for a
 // subscription at position at, the notifications of the topic's events
-// after at up to ev; for one that no event has reached yet (position 0),
-// those of the events published (ReceivedAt) since it started, and ev's.
-// At most CatchUp events, the latest that fit one Append, each with the
-// notifications/message only when the session's log level admits it.
+// after at up to ev (at most CatchUp); for one that no event has reached
+// yet (position 0), those of the events published (ReceivedAt) since it
+// started, and ev's. Each comes with the notifications/message only when
+// the session's log level admits it; an earlier event's message leaves
+// its payload out (PayloadOmitted) when it would not fit one Append.
 func (in *Ingester) eventPicker(ctx context.Context, ev *notify.TopicEvent) (func(*notify.Session, notify.Position) [][]byte, error) {
 	window := []notify.TopicEvent{*ev}
 	if ev.Seq > 1 {
@@ -187,48 +194,62 @@ func (in *Ingester) eventPicker(ctx context.Context, ev *notify.TopicEvent) (fun
 		}
 		window = append(window, *ev)
 	}
-	// Both encodings of each event up front: the batches share them
-	// read-only.
-	enc := make([]map[bool][][]byte, len(window))
+	// The encodings of each event up front, the batches share them
+	// read-only: by whether the message goes along, and a small one with
+	// the message's payload left out for catching up on events that do
+	// not fit whole.
+	type encodings struct{ full, small map[bool][][]byte }
+	enc := make([]encodings, len(window))
 	for i := range window {
-		enc[i] = make(map[bool][][]byte, 2)
+		enc[i] = encodings{make(map[bool][][]byte, 2), make(map[bool][][]byte, 2)}
 		for _, withMessage := range []bool{false, true} {
-			b, err := EventNotifications(&window[i], withMessage)
-			if err != nil {
-				return nil, err
+			for _, omit := range []bool{false, true} {
+				b, err := eventNotifications(&window[i], withMessage, omit)
+				if err != nil {
+					return nil, err
+				}
+				if omit {
+					enc[i].small[withMessage] = b
+				} else {
+					enc[i].full[withMessage] = b
+				}
 			}
-			enc[i][withMessage] = b
 		}
+	}
+	sizeOf := func(b [][]byte) int {
+		n := 0
+		for _, d := range b {
+			n += len(d)
+		}
+		return n
 	}
 	return func(s *notify.Session, p notify.Position) [][]byte {
 		admit := admitsInfo(s.LogLevel)
 		last := len(window) - 1
-		// The latest events after the position that fit one Append; for a
-		// subscription no event has reached yet, those published since
-		// it started (none when that is unknown), and ev in any case.
-		var (
-			from         = last
-			values, size = len(enc[last][admit]), 0
-		)
-		for _, d := range enc[last][admit] {
-			size += len(d)
-		}
+		// The events after the position, ev's in full and the earlier
+		// ones in full while they fit one Append, then with their
+		// payloads left out; for a subscription no event has reached
+		// yet, those published since it started (none when that is
+		// unknown), and ev in any case.
+		parts := [][][]byte{enc[last].full[admit]}
+		values, size := len(parts[0]), sizeOf(parts[0])
 		for i := last - 1; i >= 0 && window[i].Seq > p.At; i-- {
 			if p.At == 0 && (p.Since.IsZero() || window[i].ReceivedAt.Before(p.Since)) {
 				break
 			}
-			n, b := len(enc[i][admit]), 0
-			for _, d := range enc[i][admit] {
-				b += len(d)
+			b := enc[i].full[admit]
+			if size+sizeOf(b) > notify.MaxAppendBytes {
+				b = enc[i].small[admit]
 			}
-			if values+n > notify.MaxAppendBatch || size+b > notify.MaxAppendBytes {
-				break
+			if values+len(b) > notify.MaxAppendBatch || size+sizeOf(b) > notify.MaxAppendBytes {
+				break // cannot happen with CatchUp events of at most two values
 			}
-			values, size, from = values+n, size+b, i
+			parts = append(parts, b)
+			values, size = values+len(b), size+sizeOf(b)
 		}
 		var out [][]byte
-		for i := from; i <= last; i++ {
-			out = append(out, enc[i][admit]...)
+		for i := len(parts) - 1; i >= 0; i-- {
+			out = append(out, parts[i]...)
 		}
 		return out
 	}, nil

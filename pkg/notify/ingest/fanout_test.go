@@ -365,3 +365,98 @@ func TestFanOutConcurrentIngests(t *testing.T) {
 		}
 	}
 }
+
+// seqsOf returns the sequence numbers of the notifications/message in a
+// session's stream, and how many of them left the payload out.
+func seqsOf(t *testing.T, msgs []string) (seqs []int64, omitted int) {
+	t.Helper()
+	for _, s := range msgs {
+		var m struct {
+			Method string `json:"method"`
+			Params struct {
+				Data EventData `json:"data"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal([]byte(s), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.Method == "notifications/message" {
+			seqs = append(seqs, m.Params.Data.Sequence)
+			if m.Params.Data.PayloadOmitted {
+				omitted++
+			}
+		}
+	}
+	return seqs, omitted
+}
+
+// TestFanOutCatchUpLarge: catching up on events too large to fit one
+// append together still brings every one of them, in order: the earlier
+// ones with their payloads left out (to be read from events://<topic>).
+func TestFanOutCatchUpLarge(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	faulty := &failUpTo{Store: st}
+	in := New(faulty, nil)
+	newSession(t, st, "s1", "", "orders")
+	big := strings.Repeat("x", 300<<10)
+	ev := func(n int) events.SNSEvent {
+		return snsEvent(record(fmt.Sprintf("m%d", n), ordersARN, fmt.Sprintf(`{"type":"event","topic":"orders","data":"%d%s"}`, n, big)))
+	}
+	if _, err := in.Handle(ctx, ev(1)); err != nil {
+		t.Fatal(err)
+	}
+	faulty.fail = -1
+	for n := 2; n <= 12; n++ {
+		in.Handle(ctx, ev(n))
+	}
+	faulty.fail = 0
+	if _, err := in.Handle(ctx, ev(13)); err != nil {
+		t.Fatal(err)
+	}
+	seqs, omitted := seqsOf(t, stream(t, st, "s1"))
+	var want []int64
+	for n := 1; n <= 13; n++ {
+		want = append(want, int64(n))
+	}
+	if diff := cmp.Diff(want, seqs); diff != "" {
+		t.Errorf("sequences (-want +got):\n%s", diff)
+	}
+	if omitted == 0 || omitted > 11 {
+		t.Errorf("%d messages left their payload out, want some of the 11 caught up", omitted)
+	}
+}
+
+// TestFanOutNewSubscriber: a subscription that no event has reached yet
+// gets, with the event that reaches it first, the earlier events published
+// since it started, and none published before.
+func TestFanOutNewSubscriber(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	in := New(st, nil)
+	ev := func(n int, at time.Time) events.SNSEvent {
+		r := record(fmt.Sprintf("m%d", n), ordersARN, fmt.Sprintf(`{"type":"event","topic":"orders","data":%d}`, n))
+		r.SNS.Timestamp = at
+		return snsEvent(r)
+	}
+	// Events 1 and 2 are stored before anyone subscribes (event 2's
+	// fan-out still to come, as when its ingest is slow): 1 was published
+	// before the subscription, 2 after it.
+	subscribed := time.Now()
+	for n, at := range map[int]time.Time{1: subscribed.Add(-time.Hour), 2: subscribed.Add(time.Hour)} {
+		if _, _, err := st.AppendTopicEvent(ctx, "orders", fmt.Sprintf("m%d", n), at, json.RawMessage(fmt.Sprint(n))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newSession(t, st, "s1", "", "orders")
+	if _, err := in.Handle(ctx, ev(3, subscribed.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Handle(ctx, ev(2, subscribed.Add(time.Hour))); err != nil { // event 2's late fan-out
+		t.Fatal(err)
+	}
+	seqs, _ := seqsOf(t, stream(t, st, "s1"))
+	if diff := cmp.Diff([]int64{2, 3}, seqs); diff != "" {
+		t.Errorf("sequences (-want +got):\n%s", diff)
+	}
+}

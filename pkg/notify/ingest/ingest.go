@@ -33,8 +33,8 @@ type Options struct {
 }
 
 // DefaultFanOutConcurrency is the default Options.FanOutConcurrency. On
-// DynamoDB a batch of 50 sessions is one BatchGetItem and three
-// TransactWriteItems (small events), about 4 x 15 ms in sequence, so one
+// DynamoDB a batch of 50 sessions is two BatchGetItem and three
+// TransactWriteItems (small events), about 5 x 15 ms in sequence, so one
 // event reaches 10,000 sessions (200 batches, 7 rounds of 32) in about
 // 0.5 s after listing them (docs/lambda.md, "Fan-out").
 const DefaultFanOutConcurrency = 32
