@@ -36,30 +36,19 @@ func measureFanOut(tb testing.TB, b backend, n int) fanOutFigures {
 	topic := fmt.Sprintf("fan%d-%d", n, time.Now().UnixNano())
 	now := time.Now()
 	ids := make([]string, n)
-	var (
-		wg   sync.WaitGroup
-		next = make(chan int)
-	)
-	for range 4 {
-		wg.Go(func() {
-			for i := range next {
-				level := "info"
-				if i%2 == 1 {
-					level = "warning"
-				}
-				if err := b.store.CreateSession(ctx, &notify.Session{ID: ids[i], ProtocolVersion: "2025-11-25", LogLevel: level,
-					Initialized: true, CreatedAt: now, ExpiresAt: now.Add(time.Hour), Subscriptions: []string{ingest.EventURI(topic)}}); err != nil {
-					tb.Error(err)
-				}
-			}
-		})
-	}
-	for i := range n {
+	for i := range ids {
 		ids[i] = fmt.Sprintf("%s-s%05d", topic, i)
-		next <- i
 	}
-	close(next)
-	wg.Wait()
+	forEach(n, func(i int) {
+		level := "info"
+		if i%2 == 1 {
+			level = "warning"
+		}
+		if err := b.store.CreateSession(ctx, &notify.Session{ID: ids[i], ProtocolVersion: "2025-11-25", LogLevel: level,
+			Initialized: true, CreatedAt: now, ExpiresAt: now.Add(time.Hour), Subscriptions: []string{ingest.EventURI(topic)}}); err != nil {
+			tb.Error(err)
+		}
+	})
 	if tb.Failed() {
 		tb.FailNow()
 	}
@@ -88,6 +77,26 @@ func measureFanOut(tb testing.TB, b backend, n int) fanOutFigures {
 	r, w, d := b.tally.counts()
 	rru, wru := b.units()
 	return fanOutFigures{n: n, reads: r, writes: w, rru: rru, wru: wru, detail: d, took: took, topic: topic, sessions: ids}
+}
+
+// forEach runs f(0) ... f(n-1), four at a time.
+func forEach(n int, f func(i int)) {
+	var (
+		wg   sync.WaitGroup
+		next = make(chan int)
+	)
+	for range 4 {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // BenchmarkCostModel prints the cost model of issue 8 for each store, from

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/mcpush/mcpush/pkg/notify"
@@ -75,51 +74,38 @@ func TestFanOutRequests(t *testing.T) {
 // resources/updated for each, and for sessions at level info each
 // followed by the message with the event.
 func checkFannedOut(t *testing.T, st notify.Store, f fanOutFigures) {
-	var (
-		wg   sync.WaitGroup
-		next = make(chan int)
-	)
-	for range 4 {
-		wg.Go(func() {
-			for i := range next {
-				id := f.sessions[i]
-				evs, err := st.ReadEvents(context.Background(), id, notify.SessionStream, 0, 10)
-				if err != nil {
-					t.Errorf("%s: %v", id, err)
-					continue
-				}
-				var got []string
-				for _, ev := range evs {
-					var msg struct {
-						Method string `json:"method"`
-						Params struct {
-							URI  string           `json:"uri"`
-							Data ingest.EventData `json:"data"`
-						} `json:"params"`
-					}
-					if err := json.Unmarshal(ev.Data, &msg); err != nil {
-						t.Errorf("%s: %v", id, err)
-					}
-					if msg.Method == "notifications/message" {
-						got = append(got, fmt.Sprintf("message %s %d", msg.Params.Data.Topic, msg.Params.Data.Sequence))
-					} else {
-						got = append(got, msg.Method+" "+msg.Params.URI)
-					}
-				}
-				updated := "notifications/resources/updated " + ingest.EventURI(f.topic)
-				want := []string{updated, fmt.Sprintf("message %s 1", f.topic), updated, fmt.Sprintf("message %s 2", f.topic)}
-				if i%2 == 1 {
-					want = []string{updated, updated}
-				}
-				if !slices.Equal(want, got) {
-					t.Errorf("%s holds %q, want %q", id, got, want)
-				}
+	forEach(len(f.sessions), func(i int) {
+		id := f.sessions[i]
+		evs, err := st.ReadEvents(context.Background(), id, notify.SessionStream, 0, 10)
+		if err != nil {
+			t.Errorf("%s: %v", id, err)
+			return
+		}
+		var got []string
+		for _, ev := range evs {
+			var msg struct {
+				Method string `json:"method"`
+				Params struct {
+					URI  string           `json:"uri"`
+					Data ingest.EventData `json:"data"`
+				} `json:"params"`
 			}
-		})
-	}
-	for i := range f.sessions {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+			if err := json.Unmarshal(ev.Data, &msg); err != nil {
+				t.Errorf("%s: %v", id, err)
+			}
+			if msg.Method == "notifications/message" {
+				got = append(got, fmt.Sprintf("message %s %d", msg.Params.Data.Topic, msg.Params.Data.Sequence))
+			} else {
+				got = append(got, msg.Method+" "+msg.Params.URI)
+			}
+		}
+		updated := "notifications/resources/updated " + ingest.EventURI(f.topic)
+		want := []string{updated, fmt.Sprintf("message %s 1", f.topic), updated, fmt.Sprintf("message %s 2", f.topic)}
+		if i%2 == 1 {
+			want = []string{updated, updated}
+		}
+		if !slices.Equal(want, got) {
+			t.Errorf("%s holds %q, want %q", id, got, want)
+		}
+	})
 }
