@@ -12,16 +12,23 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// initialize creates a durable session for an initialize request.
-func (s *Server) initialize(ctx context.Context, principal string, raw json.RawMessage) (*InitializeResult, *notify.Session, error) {
+// checkInitialize decodes and checks initialize's params, touching no
+// state: bad ones are refused before the request counts against any limit.
+func (s *Server) checkInitialize(raw json.RawMessage) (InitializeParams, error) {
 	p, err := decodeParams[InitializeParams](raw)
 	if err != nil {
-		return nil, nil, err
+		return p, err
 	}
 	if p.ProtocolVersion == "" {
-		return nil, nil, Errorf(CodeInvalidParams, "invalid params: initialize needs protocolVersion")
+		return p, Errorf(CodeInvalidParams, "invalid params: initialize needs protocolVersion")
 	}
-	if err := s.checkClientInfo(raw, p.Capabilities); err != nil {
+	return p, s.checkClientInfo(raw, p.Capabilities)
+}
+
+// initialize creates a durable session for an initialize request.
+func (s *Server) initialize(ctx context.Context, principal string, raw json.RawMessage) (*InitializeResult, *notify.Session, error) {
+	p, err := s.checkInitialize(raw)
+	if err != nil {
 		return nil, nil, err
 	}
 	version := p.ProtocolVersion

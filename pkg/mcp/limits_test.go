@@ -368,7 +368,8 @@ func TestTemplateQueryFragment(t *testing.T) {
 // TestRateLimits (finding 4): the request rate and the session creations
 // of one principal are bounded over all processes sharing the store,
 // with 429 and Retry-After; the count is batched, so the overshoot is at
-// most one batch per process.
+// most one batch per process. An initialize with bad params gets 400 and
+// counts against neither.
 func TestRateLimits(t *testing.T) {
 	frozen := time.Now().Truncate(time.Hour).Add(30*time.Minute + 30*time.Second) // mid-window: no reset during the test
 	const limit, sessions = 40, 3
@@ -377,6 +378,21 @@ func TestRateLimits(t *testing.T) {
 		o.Limits.MaxRequestsPerMinute = limit
 		o.Limits.MaxSessionsPerHour = sessions
 	})
+	// Bad initialize requests are refused before they count as sessions
+	// (they are requests, in the request rate): the limit still admits
+	// `sessions` sessions after them.
+	badRequests := 0
+	for _, bad := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":[1]}}`,
+	} {
+		for _, url := range c.urls {
+			badRequests++
+			if resp, b := (rawCall{body: bad}).do(t, url); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"code":-32602`) {
+				t.Errorf("a bad initialize: %d %.200s; want 400 with -32602", resp.StatusCode, b)
+			}
+		}
+	}
 	var sid string
 	for i := range sessions {
 		sid = initialize(t, c.urls[i%2], "2025-11-25")
@@ -385,7 +401,7 @@ func TestRateLimits(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), "sessions per hour") {
 		t.Errorf("initialize over the session limit: %d %v %s; want 429 with Retry-After", resp.StatusCode, resp.Header, b)
 	}
-	allowed := 2*sessions + 1 // initialize and initialized per session, and the refused initialize
+	allowed := badRequests + 2*sessions + 1 // the bad ones, initialize and initialized per session, and the refused initialize
 	refused := 0
 	for i := range 2 * limit {
 		resp, b := rawCall{session: sid, body: `{"jsonrpc":"2.0","id":1,"method":"ping"}`}.do(t, c.urls[i%2])

@@ -357,6 +357,12 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 				httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: initialize must not carry an Mcp-Session-Id (it starts a new session)")
 				return
 			}
+			// Bad params are refused before they count against the
+			// session limits.
+			if _, err := h.srv.checkInitialize(m.Params); m.IsRequest() && err != nil {
+				h.initializeError(w, r, m, err)
+				return
+			}
 			if ok, retry := h.rate.allow(r.Context(), "sessions/"+principal, h.srv.opts.Limits.MaxSessionsPerHour, time.Hour); !ok {
 				rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxSessionsPerHour))+" new sessions per hour")
 				return
@@ -453,23 +459,28 @@ func (h *StreamableHandler) serveInitialize(w http.ResponseWriter, r *http.Reque
 	}
 	res, sess, err := h.srv.initialize(r.Context(), principal, m.Params)
 	if err != nil {
-		var rpcErr *Error
-		status := http.StatusBadRequest
-		if errors.Is(err, notify.ErrTooLarge) {
-			rpcErr = Errorf(CodeInvalidParams, "invalid params: the session profile is too large to store")
-			status = http.StatusRequestEntityTooLarge
-		} else if !errors.As(err, &rpcErr) {
-			rpcErr = h.srv.internalError(r.Context(), "initialize failed", err)
-			status = http.StatusInternalServerError
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		w.Write(encodeResponse(m.ID, nil, rpcErr))
+		h.initializeError(w, r, m, err)
 		return
 	}
 	w.Header().Set("Mcp-Session-Id", sess.ID)
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(encodeResponse(m.ID, res, nil))
+}
+
+// initializeError answers an initialize that failed with err.
+func (h *StreamableHandler) initializeError(w http.ResponseWriter, r *http.Request, m *Message, err error) {
+	var rpcErr *Error
+	status := http.StatusBadRequest
+	if errors.Is(err, notify.ErrTooLarge) {
+		rpcErr = Errorf(CodeInvalidParams, "invalid params: the session profile is too large to store")
+		status = http.StatusRequestEntityTooLarge
+	} else if !errors.As(err, &rpcErr) {
+		rpcErr = h.srv.internalError(r.Context(), "initialize failed", err)
+		status = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(encodeResponse(m.ID, nil, rpcErr))
 }
 
 // serveRequest runs one request. Its response is plain JSON unless the
