@@ -371,7 +371,9 @@ func TestTemplateQueryFragment(t *testing.T) {
 // most one batch per process. An initialize with bad params gets 400 and
 // counts against neither.
 func TestRateLimits(t *testing.T) {
-	frozen := time.Now().Truncate(time.Hour).Add(30*time.Minute + 30*time.Second) // mid-window: no reset during the test
+	// Mid-minute, in the current minute: the windows end after the real
+	// time too, which the store expires counters by.
+	frozen := time.Now().Truncate(time.Minute).Add(30 * time.Second)
 	const limit, sessions = 40, 3
 	c := newCluster(t, 2, func(o *mcp.ServerOptions) {
 		o.Now = func() time.Time { return frozen }

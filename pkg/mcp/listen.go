@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,8 +52,32 @@ func listenCancelURI(principal string, id json.RawMessage) string {
 	return "mcpush-listen:" + base64.RawURLEncoding.EncodeToString(sum[:18])
 }
 
-// listenCancel is the control record that ends a listen stream.
-var listenCancel = []byte(`{"mcpush/control":"cancel"}`)
+// listenParkURI names the parked listen streams (see park) of principal
+// with the acknowledged filter f: a backing session is subscribed to it
+// while it waits to be adopted.
+func listenParkURI(principal string, f *SubscriptionFilter) string {
+	g := *f
+	g.ResourceSubscriptions = slices.Sorted(slices.Values(f.ResourceSubscriptions))
+	b, _ := json.Marshal(&g)
+	sum := sha256.Sum256([]byte(principal + "\x00" + string(b)))
+	return "mcpush-listen:park:" + base64.RawURLEncoding.EncodeToString(sum[:18])
+}
+
+// listenParkFor is how long a listen stream that the server ended (at the
+// request's deadline, or on shutdown) waits for its client to listen again
+// with the same filter.
+const listenParkFor = 2 * time.Minute
+
+// listenAdopted prefixes the key of the write-once message that claims a
+// parked listen stream's backing session for a new stream.
+const listenAdopted = "listen/adopted"
+
+// listenCancel is the control record that ends the listen stream of
+// request id (and not a later stream that adopts its backing session).
+func listenCancel(id json.RawMessage) []byte {
+	b, _ := json.Marshal(map[string]string{"mcpush/control": "cancel", "id": canonicalID(id)})
+	return b
+}
 
 // cancelListen ends the listen streams a notifications/cancelled names: it
 // appends listenCancel to the log of each, which the stream reads at its
@@ -67,7 +93,7 @@ func (s *Server) cancelListen(ctx context.Context, principal string, m *Message)
 		return
 	}
 	for _, id := range ids {
-		if _, _, err := s.store.Append(ctx, id, getStream, [][]byte{listenCancel}, nil); err != nil && !errors.Is(err, notify.ErrNotFound) {
+		if _, _, err := s.store.Append(ctx, id, getStream, [][]byte{listenCancel(p.RequestID)}, nil); err != nil && !errors.Is(err, notify.ErrNotFound) {
 			s.log.WarnContext(ctx, "cancelling a listen stream", "stream", id, "err", err)
 		}
 	}
@@ -168,11 +194,17 @@ type listenStream struct {
 }
 
 // openListen opens a listen stream for the 2026-era request (ss, id) with
-// the client's filter f: a backing session whose baseline is the
-// registries as they are now (nothing from before the stream), subscribed
-// to the acknowledged resources and to the stream's cancel URI.
+// the client's filter f. It adopts a parked stream of the same principal
+// and filter if there is one (see park), and so starts with what reached
+// that one since it ended; otherwise it creates a backing session whose
+// baseline is the registries as they are now (nothing from before the
+// stream), subscribed to the acknowledged resources and to the stream's
+// cancel URI.
 func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawMessage, f *SubscriptionFilter) (*listenStream, error) {
 	ack := s.acknowledged(f)
+	if l, err := s.adoptListen(ctx, ss, id, ack); l != nil || err != nil {
+		return l, err
+	}
 	hashes, err := s.store.RegistryHashes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading registry hashes: %w", err)
@@ -202,6 +234,84 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawM
 		}
 	}
 	return l, nil
+}
+
+// adoptListen takes over a parked listen stream of ss's principal with the
+// acknowledged filter ack for the request id: claimed with a write-once
+// message (one claimant wins), moved from the park to id's cancel URI,
+// with its expiry extended; the stream reads its log from where the parked
+// one stopped. It returns nil when there is none to adopt.
+func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, id json.RawMessage, ack *SubscriptionFilter) (*listenStream, error) {
+	park := listenParkURI(ss.Principal(), ack)
+	ids, err := s.store.Subscribers(ctx, park)
+	if err != nil {
+		return nil, fmt.Errorf("looking for a parked listen stream: %w", err)
+	}
+	for _, sid := range ids {
+		if !strings.HasPrefix(sid, "listen-") {
+			continue
+		}
+		st, err := s.store.GetSession(ctx, sid)
+		if errors.Is(err, notify.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading a parked listen stream: %w", err)
+		}
+		if st.Principal != ss.Principal() {
+			continue // not one of this principal's streams
+		}
+		// The claim names the session's version, which each park
+		// moves: a stream parked again can be adopted again.
+		claimed, err := s.store.PutMessage(ctx, sid, listenAdopted+"/"+strconv.FormatInt(st.Version, 10), []byte(canonicalID(id)))
+		if errors.Is(err, notify.ErrNotFound) || err == nil && !claimed {
+			continue // expired meanwhile, or another stream took it
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claiming a parked listen stream: %w", err)
+		}
+		l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, id: id, filter: ack, after: st.Delivered}
+		if err := s.store.Unsubscribe(ctx, sid, park); err != nil {
+			return nil, fmt.Errorf("adopting a parked listen stream: %w", err)
+		}
+		if err := s.store.Subscribe(ctx, sid, listenCancelURI(ss.Principal(), id)); err != nil {
+			return nil, fmt.Errorf("adopting a parked listen stream: %w", err)
+		}
+		now := s.opts.Now()
+		if err := s.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt = now.Add(s.opts.SessionIdleTimeout) }); err != nil {
+			return nil, fmt.Errorf("adopting a parked listen stream: %w", err)
+		}
+		return l, nil
+	}
+	return nil, nil
+}
+
+// park keeps the backing session of a stream that the server ends (the
+// request's deadline, shutdown) for listenParkFor, so that the client's
+// next listen with the same filter adopts it and gets what reached it in
+// between: the era has no replay, and this is what keeps a change from
+// falling between two streams. It records the read position, drops the
+// stream's cancel URI and subscribes the session to the park. A failure
+// deletes the session instead.
+func (l *listenStream) park(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s, st := l.srv, l.sess.state
+	err := s.store.MarkDelivered(ctx, st.ID, l.after)
+	if err == nil {
+		err = s.store.Unsubscribe(ctx, st.ID, listenCancelURI(st.Principal, l.id))
+	}
+	if err == nil {
+		until := s.opts.Now().Add(listenParkFor)
+		err = s.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt = until })
+	}
+	if err == nil { // last: an adopter finds it parked in full
+		err = s.store.Subscribe(ctx, st.ID, listenParkURI(st.Principal, l.filter))
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "parking a listen stream", "stream", st.ID, "err", err)
+		l.close(ctx)
+	}
 }
 
 // ack is the acknowledgement, the stream's first message.
@@ -235,7 +345,7 @@ func (l *listenStream) next(ctx context.Context, registryAge time.Duration) (msg
 	}
 	for _, ev := range evs {
 		l.after = ev.Seq
-		if bytes.Equal(ev.Data, listenCancel) {
+		if bytes.Equal(ev.Data, listenCancel(l.id)) {
 			return msgs, true, false, nil
 		}
 		if isControl(ev.Data) {
@@ -285,7 +395,12 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, h.srv.internalError(ctx, "opening listen stream", err)))
 		return
 	}
-	defer l.close(ctx)
+	parked := false
+	defer func() {
+		if !parked {
+			l.close(ctx)
+		}
+	}()
 	sse := newSSEWriter(w)
 	sse.start()
 	if sse.event("", l.ack()) != nil {
@@ -306,9 +421,13 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		case <-ctx.Done():
 			return
 		case <-h.closing:
+			l.park(ctx)
+			parked = true
 			sse.event("", l.result())
 			return
 		case <-deadline:
+			l.park(ctx)
+			parked = true
 			sse.event("", l.result())
 			return
 		case <-poll.C:

@@ -621,3 +621,91 @@ func TestClientListenRefused(t *testing.T) {
 		t.Fatal("Subscribe waited for the test's deadline")
 	}
 }
+
+// TestListenAdoptsParked: a listen stream that the server ends at the
+// request's deadline is parked, and the client's next listen with the same
+// filter, on another process, adopts it: a change made between the two
+// streams reaches the new one (tagged with its id), where a fresh stream
+// would have missed it. A listen with another filter adopts nothing. A
+// stream adopted and parked again is adopted again.
+func TestListenAdoptsParked(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	store, err := sqlitestore.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, &mcp.ServerOptions{DynamicRegistries: true, PollInterval: 20 * time.Millisecond})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{StreamMargin: time.Second})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 1500*time.Millisecond) // an invocation's deadline
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	}))
+	defer ts.Close()
+	defer h.Close()
+	b := newStatelessProc(t, db, nil, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	const filter = `{"toolsListChanged":true}`
+
+	first := listenStreamID(t, ctx, ts.URL, "L1", filter)
+	if m := next(t, first); m["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", m)
+	}
+	if m := next(t, first); m["id"] != "L1" || m["result"] == nil {
+		t.Fatalf("got %v, want the empty listen result at the deadline", m)
+	}
+	// Between the streams: a tools change, and a listen with another
+	// filter, which must not take the parked stream.
+	item := json.RawMessage(`{"name":"echo","description":"changed between streams"}`)
+	if _, _, err := b.store.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"echo": item}, "gap"); err != nil {
+		t.Fatal(err)
+	}
+	other := listenStreamID(t, ctx, b.url, "P1", `{"promptsListChanged":true}`)
+	if m := next(t, other); m["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", m)
+	}
+	second := listenStreamID(t, ctx, b.url, "L2", filter)
+	if m := next(t, second); m["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", m)
+	}
+	m := next(t, second)
+	meta, _ := m["params"].(map[string]any)["_meta"].(map[string]any)
+	if m["method"] != "notifications/tools/list_changed" || meta["io.modelcontextprotocol/subscriptionId"] != "L2" {
+		t.Fatalf("the adopting stream got %v, want the tools/list_changed from between the streams, tagged L2", m)
+	}
+	select {
+	case m := <-other:
+		t.Errorf("the stream with another filter got %v", m)
+	case <-time.After(200 * time.Millisecond):
+	}
+	// Two streams open, two backing sessions: the parked one was taken
+	// over, not copied.
+	sqlDB, err := sql.Open("sqlite", db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqlDB.Close()
+	var n int
+	if err := sqlDB.QueryRow(`SELECT count(*) FROM sessions WHERE id LIKE 'listen-%' AND expires_at > ?`, time.Now().UnixNano()).Scan(&n); err != nil || n != 2 {
+		t.Errorf("%d live backing sessions (%v), want 2", n, err)
+	}
+
+	// Parked again (the process shuts down) and adopted again.
+	go b.h.Close()
+	if m := next(t, second); m["id"] != "L2" || m["result"] == nil {
+		t.Fatalf("got %v, want the empty listen result on shutdown", m)
+	}
+	item = json.RawMessage(`{"name":"echo","description":"changed again"}`)
+	if _, _, err := store.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"echo": item}, "gap2"); err != nil {
+		t.Fatal(err)
+	}
+	third := listenStreamID(t, ctx, ts.URL, "L3", filter)
+	if m := next(t, third); m["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", m)
+	}
+	if m := next(t, third); m["method"] != "notifications/tools/list_changed" {
+		t.Fatalf("the stream adopting a second time got %v, want the tools/list_changed from between the streams", m)
+	}
+}
