@@ -422,27 +422,33 @@ func TestListenAcrossProcesses(t *testing.T) {
 	}
 }
 
+// deadlineServer serves MCP on the store at dbPath with every request under
+// a deadline 1.5 s after it arrives (a Lambda invocation's) and a
+// StreamMargin of 1 s. It returns the URL and the store.
+func deadlineServer(t *testing.T, dbPath string) (string, notify.Store) {
+	t.Helper()
+	store, err := sqlitestore.New(dbPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, &mcp.ServerOptions{DynamicRegistries: true, PollInterval: 20 * time.Millisecond})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{StreamMargin: time.Second})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 1500*time.Millisecond)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	}))
+	t.Cleanup(func() { h.Close(); ts.Close(); store.Close() })
+	return ts.URL, store
+}
+
 // TestListenEndsBeforeDeadline checks that a listen stream served under a
 // request deadline (a Lambda invocation's) ends with the empty listen
 // result StreamMargin before it: a stream cut off by the deadline would
 // end without one.
 func TestListenEndsBeforeDeadline(t *testing.T) {
-	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, &mcp.ServerOptions{DynamicRegistries: true, PollInterval: 20 * time.Millisecond})
-	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{StreamMargin: time.Second})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// An invocation deadline 1.5s after the request arrives.
-		ctx, cancel := context.WithTimeout(r.Context(), 1500*time.Millisecond)
-		defer cancel()
-		h.ServeHTTP(w, r.WithContext(ctx))
-	}))
-	defer ts.Close()
-	defer h.Close()
-	msgs := listenStream(t, t.Context(), ts.URL, `{"toolsListChanged":true}`)
+	url, _ := deadlineServer(t, filepath.Join(t.TempDir(), "db"))
+	msgs := listenStream(t, t.Context(), url, `{"toolsListChanged":true}`)
 	if m := next(t, msgs); m["method"] != "notifications/subscriptions/acknowledged" {
 		t.Fatalf("first message %v, want the acknowledgement", m)
 	}
@@ -630,26 +636,13 @@ func TestClientListenRefused(t *testing.T) {
 // stream adopted and parked again is adopted again.
 func TestListenAdoptsParked(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "db")
-	store, err := sqlitestore.New(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, &mcp.ServerOptions{DynamicRegistries: true, PollInterval: 20 * time.Millisecond})
-	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{StreamMargin: time.Second})
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 1500*time.Millisecond) // an invocation's deadline
-		defer cancel()
-		h.ServeHTTP(w, r.WithContext(ctx))
-	}))
-	defer ts.Close()
-	defer h.Close()
+	url, store := deadlineServer(t, db)
 	b := newStatelessProc(t, db, nil, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	const filter = `{"toolsListChanged":true}`
 
-	first := listenStreamID(t, ctx, ts.URL, "L1", filter)
+	first := listenStreamID(t, ctx, url, "L1", filter)
 	if m := next(t, first); m["method"] != "notifications/subscriptions/acknowledged" {
 		t.Fatalf("first message %v, want the acknowledgement", m)
 	}
@@ -701,7 +694,7 @@ func TestListenAdoptsParked(t *testing.T) {
 	if _, _, err := store.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"echo": item}, "gap2"); err != nil {
 		t.Fatal(err)
 	}
-	third := listenStreamID(t, ctx, ts.URL, "L3", filter)
+	third := listenStreamID(t, ctx, url, "L3", filter)
 	if m := next(t, third); m["method"] != "notifications/subscriptions/acknowledged" {
 		t.Fatalf("first message %v, want the acknowledgement", m)
 	}
