@@ -5,19 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
-	"github.com/mcpush/mcpush/pkg/eventtools"
+	"github.com/mcpush/mcpush/internal/eventserver"
 	"github.com/mcpush/mcpush/pkg/mcp"
-	"github.com/mcpush/mcpush/pkg/notify/ingest"
-	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
 
 // TestWatchSessionLost: when the server forgets the watch's session (here
@@ -25,29 +20,10 @@ import (
 // re-subscribes, and prints the events the lost session missed, from
 // events_recent, then the new ones: each once, in order.
 func TestWatchSessionLost(t *testing.T) {
-	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "mcpush.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	srv := mcp.NewServer(&mcp.Implementation{Name: "watch-test", Version: "1"}, store, &mcp.ServerOptions{PollInterval: 20 * time.Millisecond})
-	eventtools.Add(srv, store, nil)
-	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, RetryInterval: 50 * time.Millisecond})
-	ts := httptest.NewServer(h)
-	defer func() { ts.Close(); h.Close() }()
-	in := ingest.New(store, nil)
-	publish := func(n int) {
-		t.Helper()
-		msg := fmt.Sprintf(`{"type":"event","topic":"lost","data":{"n":%d}}`, n)
-		ev := events.SNSEvent{Records: []events.SNSEventRecord{{EventSource: "aws:sns", SNS: events.SNSEntity{
-			Type: "Notification", MessageID: fmt.Sprint("m", n), TopicArn: "arn:aws:sns:us-east-1:0:lost", Message: msg, Timestamp: time.Now(),
-		}}}}
-		if sum, err := in.Handle(t.Context(), ev); err != nil || sum.Accepted != 1 {
-			t.Fatalf("ingest: %+v %v", sum, err)
-		}
-	}
+	es := eventserver.Start(t, &mcp.StreamableOptions{RetryInterval: 50 * time.Millisecond})
+	publish := func(n int) { es.Publish("lost", n) }
 
-	e, out, errb := testEnv(ts.URL)
+	e, out, errb := testEnv(es.URL)
 	var mu sync.Mutex
 	var sid string
 	e.httpTransport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
@@ -92,7 +68,7 @@ func TestWatchSessionLost(t *testing.T) {
 	mu.Lock()
 	old := sid
 	mu.Unlock()
-	req, _ := http.NewRequest(http.MethodDelete, ts.URL, nil)
+	req, _ := http.NewRequest(http.MethodDelete, es.URL, nil)
 	req.Header.Set("Mcp-Session-Id", old)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

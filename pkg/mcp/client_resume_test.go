@@ -3,21 +3,15 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
-	"github.com/mcpush/mcpush/pkg/eventtools"
+	"github.com/mcpush/mcpush/internal/eventserver"
 	"github.com/mcpush/mcpush/pkg/mcp"
-	"github.com/mcpush/mcpush/pkg/notify/ingest"
-	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
 
 // TestClientResumesAfterRetry: the server ends every stream after 300ms
@@ -25,16 +19,7 @@ import (
 // the GET stream after the delay with Last-Event-ID, and every event
 // arrives once, in order.
 func TestClientResumesAfterRetry(t *testing.T) {
-	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "mcpush.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	srv := mcp.NewServer(&mcp.Implementation{Name: "resume", Version: "1"}, store, &mcp.ServerOptions{PollInterval: 20 * time.Millisecond})
-	eventtools.Add(srv, store, nil)
-	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, RetryInterval: 50 * time.Millisecond, MaxStreamDuration: 300 * time.Millisecond})
-	ts := httptest.NewServer(h)
-	defer func() { ts.Close(); h.Close() }()
+	es := eventserver.Start(t, &mcp.StreamableOptions{RetryInterval: 50 * time.Millisecond, MaxStreamDuration: 300 * time.Millisecond})
 
 	var mu sync.Mutex
 	var resumes []string
@@ -63,7 +48,7 @@ func TestClientResumesAfterRetry(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, ts.URL)
+	cs, err := client.Connect(ctx, es.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,16 +59,9 @@ func TestClientResumesAfterRetry(t *testing.T) {
 	if err := cs.Subscribe(ctx, "events://resume"); err != nil {
 		t.Fatal(err)
 	}
-	in := ingest.New(store, nil)
 	const n = 10
 	for i := range n {
-		ev := events.SNSEvent{Records: []events.SNSEventRecord{{EventSource: "aws:sns", SNS: events.SNSEntity{
-			Type: "Notification", MessageID: fmt.Sprint("r", i), TopicArn: "arn:aws:sns:us-east-1:0:resume",
-			Message: fmt.Sprintf(`{"type":"event","topic":"resume","data":{"n":%d}}`, i), Timestamp: time.Now(),
-		}}}}
-		if _, err := in.Handle(ctx, ev); err != nil {
-			t.Fatal(err)
-		}
+		es.Publish("resume", i)
 		time.Sleep(100 * time.Millisecond)
 	}
 	waitFor(t, "every event", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= n })
