@@ -5,6 +5,7 @@
 #   make build        Lambda binaries: build/<function>/bootstrap (linux/arm64)
 #   make lint         vet, gofmt check, staticcheck (the module and examples/*)
 #   make bench        benchmarks (not timed tests)
+#   make costchart    measure the cost model anew: docs/costs.json and docs/costs.svg
 #   make conformance  only the MCP conformance tests, verbosely
 #   make deps         Node.js test dependencies (npm ci, once) and Go modules
 
@@ -34,7 +35,7 @@ export MCPUSH_NODE_DIR := $(CURDIR)/$(NODE_DIR)
 # otherwise sleep a second at every exit.
 export GORACE := atexit_sleep_ms=0
 
-.PHONY: run build deps test vet fmt-check lint bench conformance clean
+.PHONY: run build deps test vet fmt-check lint bench costchart conformance clean
 
 run:
 	@mkdir -p .mcpush
@@ -80,6 +81,12 @@ lint: vet fmt-check
 
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime=$(BENCHTIME) -count=1 $(TESTFLAGS) ./...
+
+# BenchmarkCostModel (both stores; DynamoDB through moto_server) writes the
+# priced figures, then TestCostChart -update draws them (internal/costchart).
+costchart: deps
+	$(GO) test -run '^$$' -bench '^BenchmarkCostModel$$' -benchtime=1x -count=1 ./internal/costs -args -costfigures=$(CURDIR)/docs/costs.json
+	$(GO) test -count=1 -run '^TestCostChart$$' ./internal/costchart -update
 
 conformance: deps
 	$(GO) test $(RACE) -count=1 -timeout 40m -v -run '^TestConformance' $(TESTFLAGS) ./internal/e2e/

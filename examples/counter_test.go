@@ -1,6 +1,7 @@
 package examples_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,5 +239,61 @@ func TestCounterReadme(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), "```go\n"+string(main)+"```\n") {
 		t.Error("examples/counter/README.md does not show main.go as it is")
+	}
+}
+
+// TestCounterLocalDefaults: run outside Lambda with no MCPUSH_ADDR or
+// MCPUSH_STORE, counter listens on 127.0.0.1:8090 (not the 8080 of
+// mcpush's own make run) and keeps its store in .mcpush/counter.db, under
+// a directory git ignores. Should another program hold port 8090, the
+// error names that address, which shows the default as well.
+func TestCounterLocalDefaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the example build")
+	}
+	bin := buildCounter(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MCPUSH_") && !strings.HasPrefix(kv, "AWS_LAMBDA_RUNTIME_API=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	lines := bufio.NewScanner(stderr)
+	var got string
+	for got == "" && lines.Scan() {
+		var rec struct{ Msg, URL, Err string }
+		if json.Unmarshal(lines.Bytes(), &rec) != nil {
+			continue
+		}
+		switch {
+		case rec.Msg == "serving MCP":
+			got = rec.URL
+		case rec.Err != "":
+			got = rec.Err
+		}
+	}
+	go func() { // drain
+		for lines.Scan() {
+		}
+	}()
+	if got != "http://127.0.0.1:8090/mcp" && !strings.Contains(got, "127.0.0.1:8090: bind: address already in use") {
+		t.Errorf("counter without MCPUSH_ADDR: %q; want it serving http://127.0.0.1:8090/mcp", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".mcpush", "counter.db")); err != nil {
+		t.Errorf("counter without MCPUSH_STORE: %v; want its store in .mcpush/counter.db", err)
 	}
 }

@@ -29,7 +29,7 @@ func cmdCall(ctx context.Context, e *env, c *common, name string, args []string)
 	if err != nil {
 		return err
 	}
-	defer cs.Close(context.WithoutCancel(ctx))
+	defer closeSession(ctx, cs)
 	var schema *inputSchema
 	if len(args) > 0 {
 		tools, err := cs.ListTools(ctx)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/mcpush/mcpush/pkg/mcp"
@@ -33,7 +34,11 @@ type env struct {
 	httpTransport http.RoundTripper
 }
 
-const usage = `usage: mcpush [flags] COMMAND [flags] [args]
+// defaultURL is the endpoint of the local server (`make run`, the mcp
+// main's default MCPUSH_ADDR) when neither --url nor MCPUSH_URL is set.
+const defaultURL = "http://127.0.0.1:8080/mcp"
+
+const usage = `usage: mcpush [flags] COMMAND [flags] [args] [-- args]
 
 commands:
   tools                       list the server's tools
@@ -44,8 +49,12 @@ commands:
   publish --topic-arn ARN --message M [--endpoint-url URL] [--region R]
                               publish to an SNS topic
 
-flags of the MCP commands (before or after the command):
-  --url URL          the MCP endpoint (default $MCPUSH_URL)
+Flags go anywhere after mcpush: before or after the command, the tool name
+and the tool arguments; -- ends the flags (what follows are arguments).
+
+flags of the MCP commands:
+  --url URL          the MCP endpoint (default $MCPUSH_URL, else the local
+                     server http://127.0.0.1:8080/mcp)
   --header 'K: V'    an HTTP header for every request (repeatable), e.g.
                      --header 'Authorization: Bearer TOKEN'
   --sigv4            sign requests with AWS SigV4 (IAM-protected Function URLs),
@@ -132,30 +141,43 @@ func runErr(ctx context.Context, args []string, e *env) error {
 	fs := flag.NewFlagSet("mcpush "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.register(fs)
+	// parseCmd parses the command's flags wherever they stand and returns
+	// its arguments; with none set, the URL is the local server's.
+	parseCmd := func(maxArgs int) ([]string, error) {
+		pos, err := parse(fs, rest, e)
+		if err != nil {
+			return nil, err
+		}
+		if maxArgs >= 0 && len(pos) > maxArgs {
+			return nil, fmt.Errorf("%w: %s takes no arguments, got %q", errUsage, cmd, pos)
+		}
+		if c.url == "" {
+			c.url = defaultURL
+		}
+		return pos, nil
+	}
 	switch cmd {
 	case "tools":
 		asJSON := fs.Bool("json", false, "print the tools as JSON")
-		if err := parse(fs, rest, e); err != nil {
+		if _, err := parseCmd(0); err != nil {
 			return err
 		}
 		return cmdTools(ctx, e, c, *asJSON)
 	case "call":
-		if err := parse(fs, rest, e); err != nil {
+		pos, err := parseCmd(-1)
+		if err != nil {
 			return err
 		}
-		if fs.NArg() == 0 {
+		if len(pos) == 0 {
 			return fmt.Errorf("%w: call needs a tool name", errUsage)
 		}
-		return cmdCall(ctx, e, c, fs.Arg(0), fs.Args()[1:])
+		return cmdCall(ctx, e, c, pos[0], pos[1:])
 	case "watch":
 		var topics topicsFlag
 		fs.Var(&topics, "topic", "a topic to subscribe to (repeatable)")
 		asJSON := fs.Bool("json", false, "one JSON object per line")
-		if err := parse(fs, rest, e); err != nil {
+		if _, err := parseCmd(0); err != nil {
 			return err
-		}
-		if fs.NArg() > 0 {
-			return fmt.Errorf("%w: watch takes no arguments, got %q", errUsage, fs.Args())
 		}
 		return cmdWatch(ctx, e, c, topics, *asJSON)
 	case "publish":
@@ -164,7 +186,7 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		fs.StringVar(&p.message, "message", "", "the message")
 		fs.StringVar(&p.subject, "subject", "", "the subject (optional)")
 		fs.StringVar(&p.endpointURL, "endpoint-url", "", "the SNS API endpoint (e.g. a local moto_server)")
-		if err := parse(fs, rest, e); err != nil {
+		if _, err := parseCmd(0); err != nil {
 			return err
 		}
 		p.region = c.region
@@ -174,15 +196,64 @@ func runErr(ctx context.Context, args []string, e *env) error {
 	}
 }
 
-func parse(fs *flag.FlagSet, args []string, e *env) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(e.stdout, usage)
-			return err
+// parse parses the flags of fs wherever they stand in args and returns the
+// other arguments in order: "call NAME --url U k=v" is "call --url U NAME
+// k=v". A "--" that is not a flag's value ends the flags; everything after
+// it is an argument ("call NAME -- -k=v"). Every flag registered on fs,
+// the common ones included, is accepted in every position.
+func parse(fs *flag.FlagSet, args []string, e *env) ([]string, error) {
+	end := len(args) // index of the "--" that ends the flags
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			end = i
+			break
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		if takesValue(fs, a) {
+			i++ // its value, even if it is "--"
+		}
 	}
-	return nil
+	var out []string
+	flags := args[:end]
+	for {
+		if err := fs.Parse(flags); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(e.stdout, usage)
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		out = append(out, rest[0])
+		flags = rest[1:]
+	}
+	if end < len(args) {
+		out = append(out, args[end+1:]...)
+	}
+	return out, nil
+}
+
+// takesValue reports whether a is a flag of fs that takes the next
+// argument as its value: "-name" or "--name" of a flag that is not
+// boolean, without "=value".
+func takesValue(fs *flag.FlagSet, a string) bool {
+	name, ok := strings.CutPrefix(a, "-")
+	if !ok || name == "" {
+		return false
+	}
+	name = strings.TrimPrefix(name, "-")
+	if name == "" || strings.Contains(name, "=") {
+		return false
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+	return !isBool || !b.IsBoolFlag()
 }
 
 // topicsFlag collects --topic values.
@@ -199,9 +270,6 @@ func (t *topicsFlag) Set(v string) error {
 
 // newClient builds the MCP client the common flags describe.
 func newClient(ctx context.Context, e *env, c *common, opts *mcp.ClientOptions) (*mcp.Client, error) {
-	if c.url == "" {
-		return nil, fmt.Errorf("%w: no server URL: set --url or MCPUSH_URL", errUsage)
-	}
 	o := *opts
 	switch c.mode {
 	case "", "2025":
@@ -250,7 +318,7 @@ func cmdTools(ctx context.Context, e *env, c *common, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	defer cs.Close(context.WithoutCancel(ctx))
+	defer closeSession(ctx, cs)
 	tools, err := cs.ListTools(ctx)
 	if err != nil {
 		return err
@@ -279,4 +347,26 @@ func writeJSON(w io.Writer, v any, indent bool) error {
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// How long the CLI waits for the server to answer the DELETE that ends its
+// session: closeTimeout normally, interruptedClose after Ctrl-C (or
+// SIGTERM), so that an interrupt exits promptly even when the server is
+// slow to answer (a Lambda cold start, a server going away). A session
+// whose DELETE went unanswered expires on the server (MCPUSH_SESSION_TTL).
+const (
+	closeTimeout     = 5 * time.Second
+	interruptedClose = 300 * time.Millisecond
+)
+
+// closeSession ends cs when a command is done; ctx is the command's
+// context, done after an interrupt.
+func closeSession(ctx context.Context, cs *mcp.ClientSession) {
+	d := closeTimeout
+	if ctx.Err() != nil {
+		d = interruptedClose
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer cancel()
+	cs.Close(cctx)
 }

@@ -120,7 +120,6 @@ func TestCallErrors(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"no url", []string{"call", "count"}, 2, "no server URL"},
 		{"no name", []string{"--url", url, "call"}, 2, "call needs a tool name"},
 		{"bad arg", []string{"--url", url, "call", "count", "steps"}, 2, `want key=value`},
 		{"bad json", []string{"--url", url, "call", "count", "steps:={"}, 2, "is not JSON"},

@@ -6,8 +6,9 @@
 //	mcpush watch [--topic T ...] [--json]
 //	mcpush publish --topic-arn ARN --message M [--endpoint-url URL]
 //
-// The server URL comes from --url or MCPUSH_URL. Run mcpush -h for the
-// flags. This main only reads the environment and wires; cli.go does the
+// The server URL comes from --url or MCPUSH_URL, else it is the local
+// server, http://127.0.0.1:8080/mcp. Flags go anywhere after mcpush; --
+// ends them. Run mcpush -h for the flags. This main only reads the environment and wires; cli.go does the
 // work.
 package main
 

@@ -101,7 +101,7 @@ func cmdWatch(ctx context.Context, e *env, c *common, topics []string, asJSON bo
 	if err != nil {
 		return err
 	}
-	defer cs.Close(context.WithoutCancel(ctx))
+	defer closeSession(ctx, cs)
 	if len(topics) > 0 {
 		if err := w.baseline(ctx, cs); err != nil {
 			return err

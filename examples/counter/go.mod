@@ -37,7 +37,8 @@ require (
 )
 
 // Inside the mcpush repository the example builds against this checkout.
-// In a copy of your own, drop this line and require a released version.
+// In a copy of your own, point it at your checkout of mcpush, or use a
+// workspace (README.md, "Your own copy"): mcpush has no release yet.
 replace github.com/mcpush/mcpush => ../..
 
 tool github.com/mcpush/mcpush/functions/sns-ingest

@@ -2,7 +2,7 @@
 // its own (count, which reports progress), mcpush's event tools and the
 // events://{topic} resource, sessions that live in DynamoDB (SQLite when
 // run locally), served by AWS Lambda behind a Function URL or, outside
-// Lambda, at http://127.0.0.1:8080/mcp.
+// Lambda, at http://127.0.0.1:8090/mcp (localAddr; MCPUSH_ADDR moves it).
 //
 // See README.md for the deployment (sam build && sam deploy) and
 // template.yaml for the environment it reads.
@@ -74,6 +74,10 @@ func main() {
 	}
 }
 
+// localAddr is where counter listens outside Lambda unless MCPUSH_ADDR
+// says otherwise: not mcpush's own 127.0.0.1:8080, so both run side by side.
+const localAddr = "127.0.0.1:8090"
+
 // run builds the server and serves it: in Lambda until the sandbox ends,
 // locally until SIGTERM.
 func run(ctx context.Context, logger *slog.Logger) error {
@@ -81,9 +85,12 @@ func run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if opts.Local.Addr == "" {
+		opts.Local.Addr = localAddr
+	}
 	spec := os.Getenv("MCPUSH_STORE") // dynamodb:TABLE in Lambda
 	if spec == "" {
-		spec = "sqlite:counter.db"
+		spec = "sqlite:.mcpush/counter.db" // .mcpush/ is ignored by git
 	}
 	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{CreateTable: os.Getenv("MCPUSH_CREATE_TABLE") == "1"})
 	if err != nil {

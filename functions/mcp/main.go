@@ -4,7 +4,7 @@
 // HTTP API instead; see package serve and docs/lambda.md.
 //
 // It only wires: it reads the environment, opens the store, builds the
-// server with the event tools and serves it. See the README for the
+// server with the event tools and serves it. See docs/configuration.md for the
 // environment variables.
 package main
 

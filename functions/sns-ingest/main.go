@@ -20,7 +20,7 @@
 // MCPUSH_REGISTRY_TOOLS, the comma-separated tools a tools registry item
 // may name (default: the event tools), for a server with tools of its own;
 // and MCPUSH_STORE_STATS=DIR, a diagnostic: count the store requests and
-// write them to a file in DIR (see the README).
+// write them to a file in DIR (see docs/configuration.md).
 package main
 
 import (

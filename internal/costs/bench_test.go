@@ -3,6 +3,7 @@ package costs
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/mcpush/mcpush/internal/costchart"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
@@ -116,7 +118,20 @@ func forEach(n int, f func(i int)) {
 // minutes); the delivery side of an event (each subscriber's stream reads
 // and delivers it, then holds for StreamHold, priced at the shipped 5 s)
 // from the units of an idle reconnection plus one read and one write.
+//
+// With -costfigures FILE (make costchart) it also writes the priced
+// figures of every store to FILE as JSON, which internal/costchart draws
+// as docs/costs.svg.
 func BenchmarkCostModel(b *testing.B) {
+	figures := &costchart.Figures{PricesChecked: pricesChecked}
+	defer func() {
+		if *costFigures == "" || b.Failed() {
+			return
+		}
+		if err := costchart.WriteFigures(*costFigures, figures); err != nil {
+			b.Error(err)
+		}
+	}()
 	for _, be := range backends(b) {
 		b.Run(be.name, func(b *testing.B) {
 			var (
@@ -139,7 +154,9 @@ func BenchmarkCostModel(b *testing.B) {
 			b.ReportMetric(float64(fans[2].reads+fans[2].writes), "requests/event-to-300")
 			// Printed, not logged: benchmark logs are cut at ten lines.
 			b.ReportMetric(listen.dollars, "$/idle-listen-month")
-			fmt.Print(costReport(be, idle, listen, fans, call))
+			report, store := costReport(be, idle, listen, fans, call)
+			fmt.Print(report)
+			figures.Stores = append(figures.Stores, store)
 		})
 	}
 }
@@ -172,7 +189,13 @@ func measureToolsCall(tb testing.TB, b backend, calls int) toolsCallFigures {
 // shippedStreamHold is how long a stream stays open after it delivers.
 const shippedStreamHold = mcp.DefaultStreamHold
 
-func costReport(b backend, idle idleFigures, listen listenFigures, fans []fanOutFigures, call toolsCallFigures) string {
+// costFigures names the file BenchmarkCostModel writes its figures to.
+var costFigures = flag.String("costfigures", "", "BenchmarkCostModel: write the priced figures to this JSON file (for internal/costchart)")
+
+// costReport prices the measured figures of store b: the table it prints,
+// and the same figures for the chart.
+func costReport(b backend, idle idleFigures, listen listenFigures, fans []fanOutFigures, call toolsCallFigures) (string, costchart.Store) {
+	store := costchart.Store{Name: b.name, IdleClientMonth: idle.dollars, IdleListenMonth: listen.dollars}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\n%s cost model (AWS us-east-1 list prices checked %s; Lambda arm64 %.0f MB; one counted request = one %s):\n",
 		b.name, pricesChecked, lambdaMemoryGB*1024, b.unit)
@@ -210,14 +233,16 @@ func costReport(b backend, idle idleFigures, listen listenFigures, fans []fanOut
 		}
 		ingestCost := cycleCost(took, rru, wru)
 		deliverCost := float64(n) * cycleCost(shippedStreamHold, deliverRRU, deliverWRU)
+		store.Events = append(store.Events, costchart.Events{Subscribers: n, Dollars: 1000 * (ingestCost + deliverCost), Derived: how != "measured"})
 		fmt.Fprintf(&sb, "| 1,000 events to %d subscriber(s) | $%.4g | per event: ingest %.0f requests, %.0f RRU + %.0f WRU (%s), %v on %s; delivery per subscriber %.2g RRU + %.2g WRU + %v held |\n",
 			n, 1000*(ingestCost+deliverCost), req, rru, wru, how, took.Round(time.Millisecond), b.name, deliverRRU, deliverWRU, shippedStreamHold)
 	}
+	store.ToolsCallMillion = 1e6 * cycleCost(call.took, call.rru, call.wru)
 	fmt.Fprintf(&sb, "| 1 million warm tools/call | $%.2f | per call %.2g reads + %.2g writes (%s; %.2g RRU + %.2g WRU), %v |\n",
 		1e6*cycleCost(call.took, call.rru, call.wru), call.reads, call.writes, call.detail, call.rru, call.wru, call.took.Round(100*time.Microsecond))
 	for _, f := range fans[1:] {
 		fmt.Fprintf(&sb, "| fan-out of one event to %d subscribers | %d requests | %s; %.0f RRU + %.0f WRU; %v |\n",
 			f.n, f.reads+f.writes, f.detail, f.rru, f.wru, f.took.Round(time.Millisecond))
 	}
-	return sb.String()
+	return sb.String(), store
 }

@@ -133,7 +133,7 @@ type row struct {
 
 // TestCosts measures the store requests of the three operations the cost
 // targets name, on both stores, checks the targets and logs the table
-// that the README shows.
+// that docs/costs.md shows.
 func TestCosts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skips the tests that start moto_server")

@@ -94,16 +94,18 @@ type tools struct {
 	opts  Options
 }
 
-// SessionInfoOutput is the result of session_info.
+// SessionInfoOutput is the result of session_info. A request of the
+// 2026-07-28 era has no session: SessionID is empty, and CreatedAt and
+// ExpiresAt are zero and left out of the result.
 type SessionInfoOutput struct {
-	SessionID       string    `json:"sessionId"`
+	SessionID       string    `json:"sessionId" jsonschema:"the Mcp-Session-Id; empty in the 2026-07-28 era, which has no sessions"`
 	ProtocolVersion string    `json:"protocolVersion"`
 	ClientName      string    `json:"clientName"`
 	ClientVersion   string    `json:"clientVersion"`
 	LogLevel        string    `json:"logLevel" jsonschema:"the level set with logging/setLevel; empty when never set (all levels are sent)"`
 	Subscriptions   []string  `json:"subscriptions"`
-	CreatedAt       time.Time `json:"createdAt"`
-	ExpiresAt       time.Time `json:"expiresAt"`
+	CreatedAt       time.Time `json:"createdAt,omitzero" jsonschema:"when the session was created; absent in the 2026-07-28 era"`
+	ExpiresAt       time.Time `json:"expiresAt,omitzero" jsonschema:"when the session expires if idle; absent in the 2026-07-28 era"`
 }
 
 func (b *tools) sessionInfo(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, SessionInfoOutput, error) {

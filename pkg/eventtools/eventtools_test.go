@@ -195,3 +195,49 @@ func TestNamesMatchIngest(t *testing.T) {
 		t.Errorf("eventtools.Names differs from the registered tools (-Names +registered):\n%s", diff)
 	}
 }
+
+// TestSessionInfoEras: session_info reports the session's times in the
+// 2025 era; in the 2026-07-28 era, which has no session, it reports no
+// session id and leaves the times out (never 0001-01-01).
+func TestSessionInfoEras(t *testing.T) {
+	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, nil)
+	eventtools.Add(srv, store, nil)
+	h := mcp.NewStreamableHandler(srv, nil)
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.Close(); h.Close(); store.Close() })
+
+	before := time.Now().Add(-time.Second)
+	for _, mode := range []mcp.ClientMode{mcp.ClientMode2025, mcp.ClientMode2026} {
+		client := mcp.NewClient(&mcp.Implementation{Name: "eras", Version: "1"}, &mcp.ClientOptions{Mode: mode, NoStandaloneStream: true})
+		cs, err := client.Connect(t.Context(), ts.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := cs.CallTool(t.Context(), "session_info", nil, nil)
+		cs.Close(t.Context())
+		if err != nil || res.IsError {
+			t.Fatalf("mode %v: session_info: %v %+v", mode, err, res)
+		}
+		raw, _ := res.StructuredContent.(json.RawMessage)
+		var fields map[string]json.RawMessage
+		var info eventtools.SessionInfoOutput
+		if json.Unmarshal(raw, &fields) != nil || json.Unmarshal(raw, &info) != nil {
+			t.Fatalf("mode %v: structured content %s", mode, raw)
+		}
+		_, hasCreated := fields["createdAt"]
+		_, hasExpires := fields["expiresAt"]
+		if mode == mcp.ClientMode2026 {
+			if info.ProtocolVersion != "2026-07-28" || info.SessionID != "" || hasCreated || hasExpires {
+				t.Errorf("2026 era: session_info = %s; want protocol 2026-07-28, no session id, no createdAt or expiresAt", raw)
+			}
+			continue
+		}
+		if info.SessionID == "" || info.CreatedAt.Before(before) || info.CreatedAt.After(time.Now()) || !info.ExpiresAt.After(info.CreatedAt) {
+			t.Errorf("2025 era: session_info = %s; want a session id, createdAt now, expiresAt after it", raw)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,8 +31,14 @@ type HTTPError struct {
 	Body   string // the start of the response body
 }
 
+// Error says "HTTP 503 Service Unavailable: body"; the request that got
+// the answer adds its own context (the client's errors start "mcp: METHOD").
 func (e *HTTPError) Error() string {
-	return fmt.Sprintf("mcp: HTTP %d %s: %s", e.Status, http.StatusText(e.Status), e.Body)
+	msg := fmt.Sprintf("HTTP %d %s", e.Status, http.StatusText(e.Status))
+	if body := strings.TrimSpace(e.Body); body != "" {
+		msg += ": " + body
+	}
+	return msg
 }
 
 // NotificationHandler handles one notification from the server. params is
@@ -254,7 +261,7 @@ func (cs *ClientSession) initialize(ctx context.Context) error {
 	var res InitializeResult
 	sid, err := cs.roundTrip(ctx, "initialize", params, &res, nil)
 	if err != nil {
-		return fmt.Errorf("mcp: initialize %s: %w", cs.url, err)
+		return err // "mcp: initialize URL: ..." (requestError)
 	}
 	if !supportedVersion(res.ProtocolVersion) {
 		return fmt.Errorf("mcp: initialize %s: server chose unsupported protocol version %q", cs.url, res.ProtocolVersion)
@@ -315,6 +322,9 @@ func (cs *ClientSession) Close(ctx context.Context) error {
 				if resp.StatusCode >= 300 && resp.StatusCode != http.StatusMethodNotAllowed && resp.StatusCode != http.StatusNotFound {
 					err = &HTTPError{Status: resp.StatusCode}
 				}
+			}
+			if err != nil {
+				err = fmt.Errorf("mcp: DELETE session: %w", transportError(err))
 			}
 		}
 	}
@@ -515,7 +525,7 @@ func (cs *ClientSession) call(ctx context.Context, method string, params, result
 // concurrent callers re-initialize only once.
 type sessionGoneError struct{ id string }
 
-func (e *sessionGoneError) Error() string { return ErrSessionNotFound.Error() + " (" + e.id + ")" }
+func (e *sessionGoneError) Error() string { return "session not found (" + e.id + ")" }
 func (e *sessionGoneError) Unwrap() error { return ErrSessionNotFound }
 
 func (cs *ClientSession) staleID(err error) string {

@@ -111,15 +111,15 @@ func (cs *ClientSession) discover(ctx context.Context) error {
 		ServerInfo        *Implementation            `json:"serverInfo"`
 		Meta              map[string]json.RawMessage `json:"_meta"`
 	}
-	_, err := cs.roundTrip(ctx, "server/discover", struct{}{}, &res, nil)
+	_, err := cs.roundTrip(ctx, "server/discover", struct{}{}, &res, nil) // "mcp: server/discover URL: ..."
 	if err == nil && !slices.Contains(res.SupportedVersions, clientStatelessVersion) {
-		err = fmt.Errorf("%w (it lists %q)", errNotModern, res.SupportedVersions)
+		err = fmt.Errorf("mcp: server/discover %s: %w (it lists %q)", cs.url, errNotModern, res.SupportedVersions)
 	}
 	if err != nil {
 		cs.mu.Lock()
 		cs.modern = false
 		cs.mu.Unlock()
-		return fmt.Errorf("mcp: server/discover %s: %w", cs.url, err)
+		return err
 	}
 	if res.ServerInfo == nil {
 		if raw, ok := res.Meta[clientMetaServerInfo]; ok {

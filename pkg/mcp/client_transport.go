@@ -9,6 +9,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -58,7 +59,7 @@ func (cs *ClientSession) post(ctx context.Context, sid string, body []byte, extr
 	}
 	resp, err := cs.c.opts.HTTPClient.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, transportError(err)
 	}
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
@@ -73,6 +74,27 @@ func (cs *ClientSession) post(ctx context.Context, sid string, body []byte, extr
 		return nil, fmt.Errorf("HTTP %d: %w", resp.StatusCode, m.Error)
 	}
 	return nil, &HTTPError{Status: resp.StatusCode, Body: string(b)}
+}
+
+// transportError drops the "Post URL" that net/http puts before an
+// error: the request's own error names the method and, where it helps,
+// the URL (requestError), once.
+func transportError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+// requestError gives err, the failure of a request named method, its
+// context: "mcp: METHOD: " and, for the requests that open a session
+// (initialize, server/discover), the server URL, "mcp: initialize URL: ".
+// Layers below add none of this, so it appears once.
+func (cs *ClientSession) requestError(method string, err error) error {
+	if method == "initialize" || method == "server/discover" {
+		return fmt.Errorf("mcp: %s %s: %w", method, cs.url, err)
+	}
+	return fmt.Errorf("mcp: %s: %w", method, err)
 }
 
 // notify sends a notification.
@@ -99,7 +121,7 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 	if params != nil {
 		var err error
 		if p, err = json.Marshal(params); err != nil {
-			return "", fmt.Errorf("mcp: %s: encoding params: %w", method, err)
+			return "", cs.requestError(method, fmt.Errorf("encoding params: %w", err))
 		}
 	}
 	if progress != nil {
@@ -107,14 +129,14 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 		defer cs.unregisterProgress(tok)
 		var err error
 		if p, err = withMeta(p, "progressToken", strconv.Quote(tok)); err != nil {
-			return "", fmt.Errorf("mcp: %s: %w", method, err)
+			return "", cs.requestError(method, err)
 		}
 	}
 	var extra http.Header
 	if cs.isModern() {
 		var err error
 		if p, extra, err = cs.modernRequest(method, p); err != nil {
-			return "", fmt.Errorf("mcp: %s: %w", method, err)
+			return "", cs.requestError(method, err)
 		}
 	}
 	body, err := json.Marshal(&Message{JSONRPC: "2.0", ID: id, Method: method, Params: p})
@@ -124,7 +146,7 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 	sid := cs.ID()
 	resp, err := cs.post(ctx, sid, body, extra)
 	if err != nil {
-		return "", fmt.Errorf("mcp: %s: %w", method, err)
+		return "", cs.requestError(method, err)
 	}
 	newSID := resp.Header.Get("Mcp-Session-Id")
 	if newSID != "" {
@@ -132,7 +154,7 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 	}
 	m, err := cs.readResponse(ctx, sid, resp, canonicalID(id))
 	if err != nil {
-		return "", fmt.Errorf("mcp: %s: %w", method, err)
+		return "", cs.requestError(method, err)
 	}
 	if progress != nil {
 		// Every progress notification before the response is queued
@@ -151,7 +173,7 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 	}
 	if result != nil {
 		if err := json.Unmarshal(m.Result, result); err != nil {
-			return "", fmt.Errorf("mcp: %s: decoding result: %w", method, err)
+			return "", cs.requestError(method, fmt.Errorf("decoding result: %w", err))
 		}
 	}
 	return newSID, nil

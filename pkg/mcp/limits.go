@@ -54,7 +54,7 @@ type Limits struct {
 	// over all processes sharing the store, when the store implements
 	// notify.SessionCounter (both stores do): initialize beyond it gets
 	// HTTP 429 with Retry-After and stores nothing. With the per-session
-	// bounds it bounds what a principal holds (README, Limits).
+	// bounds it bounds what a principal holds (docs/limits.md).
 	MaxSessionsPerPrincipal int
 }
 
