@@ -23,7 +23,7 @@ func TestNotifyQueue(t *testing.T) {
 		return logs.Write(p)
 	}), nil))
 	cs := &ClientSession{c: &Client{log: log}}
-	q := newNotifyQueue(log)
+	q := newNotifyQueue(log, 1000, 32<<20)
 	var got []int
 	running := 0
 	const n = 1000
@@ -88,7 +88,7 @@ func TestUndeclaredNotification(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cs := &ClientSession{c: c, ctx: ctx, queue: newNotifyQueue(log), progress: map[string]ProgressFunc{},
+	cs := &ClientSession{c: c, ctx: ctx, queue: newNotifyQueue(log, 1000, 32<<20), progress: map[string]ProgressFunc{},
 		init: &InitializeResult{Capabilities: &ServerCapabilities{Logging: &struct{}{}}}}
 	for _, m := range []string{"notifications/message", "notifications/resources/updated", "notifications/prompts/list_changed"} {
 		cs.handleIncoming(&Message{JSONRPC: "2.0", Method: m, Params: json.RawMessage(`{"uri":"x://y","level":"info","data":1}`)})
