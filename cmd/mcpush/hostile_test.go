@@ -353,4 +353,3 @@ func TestCrossOriginRedirect(t *testing.T) {
 		t.Errorf("same origin: %d tools/list, %d of %d requests with the header", n, with, len(same.Headers()))
 	}
 }
-

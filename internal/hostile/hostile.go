@@ -122,9 +122,9 @@ func Start(t testing.TB, b Behavior, opts *Options) *Server {
 		t.Fatal(err)
 	}
 	s.ts.Listener = l
+	s.URL = "http://" + l.Addr().String() + "/mcp" // before the server reads it
 	s.ts.Start()
 	t.Cleanup(s.Close)
-	s.URL = s.ts.URL + "/mcp"
 	return s
 }
 

@@ -132,10 +132,12 @@ func TestNotifyQueueBounds(t *testing.T) {
 	block, started := make(chan struct{}), make(chan struct{})
 	cs.queue.push(func() { close(started); <-block })
 	<-started
-	n := func(method, params string) { cs.handleIncoming(&Message{JSONRPC: "2.0", Method: method, Params: json.RawMessage(params)}) }
+	n := func(method, params string) {
+		cs.handleIncoming(&Message{JSONRPC: "2.0", Method: method, Params: json.RawMessage(params)})
+	}
 	n("notifications/message", `{"level":"info","data":1}`)
 	n("notifications/resources/updated", `{"uri":"a://1"}`)
-	n("notifications/resources/updated", `{"uri":"a://1"}`) // coalesces
+	n("notifications/resources/updated", `{"uri":"a://1"}`)                                 // coalesces
 	n("notifications/message", `{"level":"info","data":"`+strings.Repeat("x", 10_000)+`"}`) // over the bytes
 	n("notifications/message", `{"level":"info","data":2}`)
 	n("notifications/message", `{"level":"info","data":3}`)
