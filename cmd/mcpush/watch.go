@@ -142,7 +142,7 @@ func (w *watcher) dropped(ctx context.Context, cs *mcp.ClientSession, n int64) {
 	ready := w.ready
 	w.mu.Unlock()
 	if report {
-		fmt.Fprintf(w.e.stderr, "mcpush: %d notifications dropped so far: watch could not keep up with the server (the client queues at most 1000 notifications or 32 MiB); reading missed events from events_recent\n", n)
+		fmt.Fprintf(w.e.stderr, "mcpush: %d notifications dropped so far: watch could not keep up with the server (the client queues at most 10000 notifications or 32 MiB); reading missed events from events_recent\n", n)
 	}
 	if ready {
 		w.catchUp(ctx, cs)

@@ -49,9 +49,10 @@ func (e *HTTPError) Error() string {
 // counted (ClientSession.Dropped), a warning is logged and the
 // DroppedHandler runs, so that the program can read back what it missed:
 // a server cannot grow the client's memory without bound, and a slow
-// handler is visible. A list_changed, or a resources/updated of a URI,
-// that finds one of its kind still waiting coalesces with it (the waiting
-// one runs after both arrived). CallTool with a progress callback returns
+// handler is visible. Below the bounds every notification is handled;
+// at them, a list_changed, or a resources/updated of a URI, that finds
+// one of its kind still waiting coalesces with it (the waiting one runs
+// after both arrived) rather than being dropped. CallTool with a progress callback returns
 // only after its callbacks ran. Keep handlers fast (in-memory updates, logging, a non-blocking send
 // to a goroutine of your own) and do I/O, model calls and other slow work
 // elsewhere. A handler must not wait for a call on the same session that
@@ -128,8 +129,8 @@ type ClientOptions struct {
 	// Default: 10s.
 	MaxRetryDelay time.Duration
 	// MaxResumeAttempts bounds consecutive failed attempts to resume the
-	// stream of one request; a resumed stream that ends with no new event
-	// id and no message counts as failed. Default: 10.
+	// stream of one request; a resumption that brings no message (it
+	// ends at once, or stays silent) counts as failed. Default: 10.
 	MaxResumeAttempts int
 	// MinRetryDelay is the floor on the delay before reopening a stream:
 	// a server's smaller "retry:" is raised to it. Default: 500ms.
@@ -144,7 +145,7 @@ type ClientOptions struct {
 
 	// MaxQueuedNotifications bounds the notifications waiting for their
 	// handlers; see NotificationHandler for what happens over it.
-	// Default: 1000.
+	// Default: 10 000.
 	MaxQueuedNotifications int
 	// MaxQueuedBytes bounds the size (method and params) of the
 	// notifications waiting for their handlers. Default: 32 MiB.
@@ -218,7 +219,7 @@ func NewClient(impl *Implementation, opts *ClientOptions) *Client {
 		c.opts.IdleTimeout = 60 * time.Second
 	}
 	if c.opts.MaxQueuedNotifications <= 0 {
-		c.opts.MaxQueuedNotifications = 1000
+		c.opts.MaxQueuedNotifications = 10_000
 	}
 	if c.opts.MaxQueuedBytes <= 0 {
 		c.opts.MaxQueuedBytes = 32 << 20

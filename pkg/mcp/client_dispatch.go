@@ -21,8 +21,9 @@ import (
 // barriers, the results of re-lists, the reconnected and dropped
 // handlers) is never dropped and is bounded by construction; what a
 // server sends (offer) is bounded in count and bytes: an offer over
-// either bound is dropped and counted, and a level trigger (list_changed,
-// resources/updated of one URI) already waiting absorbs a new one.
+// either bound is dropped and counted, unless it is a level trigger
+// (list_changed, resources/updated of one URI) of which one is waiting:
+// that one stands for it (coalesced, not counted).
 type notifyQueue struct {
 	log      *slog.Logger
 	maxItems int
@@ -34,7 +35,7 @@ type notifyQueue struct {
 	items     []queued
 	offered   int   // items from offer waiting
 	bytes     int64 // their sizes
-	keys      map[string]bool
+	keys      map[string]int // level triggers waiting, by key
 	closing   bool
 	dropped   int64
 	coalesced int64
@@ -50,7 +51,7 @@ type queued struct {
 }
 
 func newNotifyQueue(log *slog.Logger, maxItems int, maxBytes int64) *notifyQueue {
-	q := &notifyQueue{log: log, maxItems: maxItems, maxBytes: maxBytes, keys: map[string]bool{},
+	q := &notifyQueue{log: log, maxItems: maxItems, maxBytes: maxBytes, keys: map[string]int{},
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go q.run()
 	return q
@@ -73,18 +74,20 @@ const (
 
 // offer queues f of size bytes unless the queue is at its bounds; key,
 // if not empty, names a level trigger that a waiting item of the same
-// key stands for.
+// key stands for then. Below the bounds every offer is queued, so that
+// every notification is handled.
 func (q *notifyQueue) offer(f func(), size int64, key string) offerResult {
 	q.mu.Lock()
 	switch {
 	case q.closing:
 		q.mu.Unlock()
 		return offerClosed
-	case key != "" && q.keys[key]:
+	case q.offered < q.maxItems && q.bytes+size <= q.maxBytes:
+	case key != "" && q.keys[key] > 0:
 		q.coalesced++
 		q.mu.Unlock()
 		return offerCoalesced
-	case q.offered >= q.maxItems || q.bytes+size > q.maxBytes:
+	default:
 		q.dropped++
 		q.mu.Unlock()
 		return offerDropped
@@ -107,7 +110,7 @@ func (q *notifyQueue) add(it queued) bool {
 		q.offered++
 		q.bytes += it.size
 		if it.key != "" {
-			q.keys[it.key] = true
+			q.keys[it.key]++
 		}
 	}
 	q.mu.Unlock()
@@ -148,9 +151,11 @@ func (q *notifyQueue) run() {
 			q.offered--
 			q.bytes -= it.size
 			if it.key != "" {
-				// From here on a new trigger of the key is queued: the
-				// function may have read the state already.
-				delete(q.keys, it.key)
+				// A trigger that runs no longer stands for later ones:
+				// it may have read the state already.
+				if q.keys[it.key]--; q.keys[it.key] == 0 {
+					delete(q.keys, it.key)
+				}
 			}
 		}
 		q.mu.Unlock()
@@ -227,8 +232,9 @@ func (cs *ClientSession) handleIncoming(m *Message) {
 }
 
 // coalesceKey names the level trigger m is, or "": a list_changed, or a
-// resources/updated of one URI. A trigger waiting in the queue stands for
-// a new one of the same key (its handler runs after both arrived).
+// resources/updated of one URI. When the queue is full, a trigger waiting
+// in it stands for a new one of the same key (its handler runs after both
+// arrived).
 func coalesceKey(m *Message) string {
 	switch m.Method {
 	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":

@@ -111,11 +111,12 @@ func TestUndeclaredNotification(t *testing.T) {
 	}
 }
 
-// TestNotifyQueueBounds: while the handler is busy, offers past the
-// message bound or the byte bound are dropped and counted, a level
-// trigger that finds its kind waiting coalesces (not counted), one that
-// arrives after its kind started running is queued, pushes of the client's
-// own are never dropped, and the DroppedHandler runs once for a burst.
+// TestNotifyQueueBounds: while the handler is busy, every offer within the
+// bounds is queued (a repeated level trigger too); past the message bound
+// or the byte bound offers are dropped and counted, except a level
+// trigger that finds its kind waiting, which coalesces with it (not
+// counted); pushes of the client's own are never dropped, and the
+// DroppedHandler runs once for a burst.
 func TestNotifyQueueBounds(t *testing.T) {
 	var dropRuns []int64
 	c := &Client{log: slog.New(slog.DiscardHandler), handlers: map[string][]NotificationHandler{}}
@@ -137,11 +138,11 @@ func TestNotifyQueueBounds(t *testing.T) {
 	}
 	n("notifications/message", `{"level":"info","data":1}`)
 	n("notifications/resources/updated", `{"uri":"a://1"}`)
-	n("notifications/resources/updated", `{"uri":"a://1"}`)                                 // coalesces
+	n("notifications/resources/updated", `{"uri":"a://1"}`)                                 // within the bounds: queued
 	n("notifications/message", `{"level":"info","data":"`+strings.Repeat("x", 10_000)+`"}`) // over the bytes
 	n("notifications/message", `{"level":"info","data":2}`)
-	n("notifications/message", `{"level":"info","data":3}`)
-	n("notifications/message", `{"level":"info","data":4}`) // over the count
+	n("notifications/message", `{"level":"info","data":3}`) // over the count
+	n("notifications/resources/updated", `{"uri":"a://1"}`) // over the count, a://1 waits: coalesces
 	n("notifications/resources/updated", `{"uri":"a://2"}`) // over the count
 	if d, co := cs.queue.stats(); d != 3 || co != 1 {
 		t.Errorf("dropped %d, coalesced %d; want 3, 1", d, co)
@@ -151,13 +152,13 @@ func TestNotifyQueueBounds(t *testing.T) {
 	if err := cs.queue.barrier(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n("notifications/resources/updated", `{"uri":"a://1"}`) // its kind ran: queued
+	n("notifications/resources/updated", `{"uri":"a://1"}`) // room again: queued
 	cs.queue.close()
 	want := []string{
 		`notifications/message{"level":"info","data":1}`,
 		`notifications/resources/updated{"uri":"a://1"}`,
+		`notifications/resources/updated{"uri":"a://1"}`,
 		`notifications/message{"level":"info","data":2}`,
-		`notifications/message{"level":"info","data":3}`,
 		`notifications/resources/updated{"uri":"a://1"}`,
 	}
 	if !slices.Equal(got, want) {
