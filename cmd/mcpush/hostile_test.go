@@ -322,6 +322,7 @@ func TestCrossOriginRedirect(t *testing.T) {
 	p := startCLI(t, false, "tools", "--url", old, "--header", "X-Api-Key: secret-key")
 	code, _ := p.wait(30 * time.Second)
 	stderr := p.stderr.String()
+	t.Logf("exit %d: %s", code, strings.TrimSpace(stderr))
 	if code != 1 || !strings.Contains(stderr, "redirect to another origin refused") {
 		t.Errorf("exit %d, stderr %q; want 1 and the refused redirect", code, stderr)
 	}
