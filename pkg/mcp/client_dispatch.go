@@ -33,8 +33,8 @@ type notifyQueue struct {
 
 	mu        sync.Mutex
 	items     []queued
-	offered   int   // items from offer waiting
-	bytes     int64 // their sizes
+	offered   int            // items from offer waiting
+	bytes     int64          // their sizes
 	keys      map[string]int // level triggers waiting, by key
 	closing   bool
 	dropped   int64
