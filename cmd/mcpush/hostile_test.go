@@ -354,3 +354,27 @@ func TestCrossOriginRedirect(t *testing.T) {
 		t.Errorf("same origin: %d tools/list, %d of %d requests with the header", n, with, len(same.Headers()))
 	}
 }
+
+// TestWatchIdleTimeout: a server whose GET stream sends its first event
+// and then nothing (a stopped process). watch --idle-timeout 1s cuts the
+// silent stream and resumes it with that event's id as Last-Event-ID.
+func TestWatchIdleTimeout(t *testing.T) {
+	srv := hostile.Start(t, hostile.Stall, nil)
+	p := startCLI(t, false, "watch", "--url", srv.URL, "--idle-timeout", "1s", "--topic", "t")
+	deadline := time.Now().Add(20 * time.Second)
+	for srv.Count("GET resume") < 2 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.cmd.Process.Signal(os.Interrupt)
+	code, _ := p.wait(30 * time.Second)
+	var resumed []string
+	for _, h := range srv.Headers() {
+		if id := h.Get("Last-Event-ID"); id != "" {
+			resumed = append(resumed, id)
+		}
+	}
+	t.Logf("GETs %d, resumed with Last-Event-ID %q; exit %d", srv.Count("GET"), resumed, code)
+	if len(resumed) < 2 || !strings.HasPrefix(resumed[0], "g") {
+		t.Errorf("the stalled GET stream was resumed with %q, want twice with its event id; stderr:\n%s", resumed, tail(p.stderr.String()))
+	}
+}
