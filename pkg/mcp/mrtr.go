@@ -91,7 +91,11 @@ func requestName(method string, params json.RawMessage) string {
 }
 
 // readRetry decodes and verifies the multi round-trip members of a
-// request's params. Any failure is an invalid-params error.
+// request's params. Any failure is an invalid-params error. Of the
+// inputResponses it keeps only those to the input requests that the
+// requestState's round asked for: answers nobody asked for (none, without
+// a requestState) are ignored, so they never reach a handler nor the
+// signed state of a next round.
 func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]json.RawMessage, state []byte, answers map[string]json.RawMessage, err error) {
 	var p mrtrParams
 	if len(m.Params) > 0 {
@@ -112,11 +116,13 @@ func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]
 			return nil, nil, nil, Errorf(CodeInvalidParams, "invalid params: %s takes no inputResponses", m.Method)
 		}
 	}
+	var body *stateBody
 	if p.RequestState != nil {
 		if !mrtrMethods[m.Method] {
 			return nil, nil, nil, Errorf(CodeInvalidParams, "invalid params: %s takes no requestState", m.Method)
 		}
-		body, err := s.states.verify(*p.RequestState)
+		var err error
+		body, err = s.states.verify(*p.RequestState)
 		if err == nil && (body.Method != m.Method || body.Name != requestName(m.Method, m.Params) || body.Principal != principalTag(ss.Principal())) {
 			err = ErrStateMismatch
 		}
@@ -126,6 +132,17 @@ func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]
 		state, answers = body.Data, body.Answers
 		if state == nil {
 			state = []byte{}
+		}
+	}
+	asked := map[string]bool{}
+	if body != nil {
+		for _, k := range body.Asked {
+			asked[k] = true
+		}
+	}
+	for k := range responses {
+		if !asked[k] {
+			delete(responses, k)
 		}
 	}
 	return responses, state, answers, nil
@@ -160,7 +177,12 @@ func (s *Server) inputRequired(ctx context.Context, ss *ServerSession, m *Messag
 		}
 		return nil, MissingClientCapability(names...)
 	}
-	token := s.states.sign(stateBody{Method: m.Method, Name: requestName(m.Method, m.Params), Principal: principalTag(ss.Principal()), Data: ir.State, Answers: ir.answers})
+	asked := make([]string, 0, len(ir.Requests))
+	for key := range ir.Requests {
+		asked = append(asked, key)
+	}
+	sort.Strings(asked)
+	token := s.states.sign(stateBody{Method: m.Method, Name: requestName(m.Method, m.Params), Principal: principalTag(ss.Principal()), Data: ir.State, Answers: ir.answers, Asked: asked})
 	if len(token) > maxStateBytes {
 		// The retry would be refused as malformed: fail now, saying why,
 		// rather than send a state that can never be used.
