@@ -1,10 +1,15 @@
 package mcp_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
 
 // TestUnaskedInputResponses (issue 20, finding 9): inputResponses under
@@ -58,5 +63,80 @@ func TestUnaskedInputResponses(t *testing.T) {
 	_, text := round(body(3, fmt.Sprintf(`"requestState":%q,"inputResponses":{%q:{"action":"accept","content":{"a":"y"}}},`, s2, k2)))
 	if !strings.Contains(text, "[x y]") {
 		t.Fatalf("last round %q, want the complete result with both answers", text)
+	}
+}
+
+// TestRepeatedMCPHeaders (issue 20, finding 10): a request that repeats
+// MCP-Protocol-Version, Mcp-Method or Mcp-Name gets HTTP 400 with
+// -32020, in both eras, instead of being served by the first one.
+func TestRepeatedMCPHeaders(t *testing.T) {
+	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), nil, nil)
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta2026(`{}`) + `}}`
+	echo := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{},` + meta2026(`{}`) + `}}`
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, c := range []struct {
+		name string
+		body string
+		hdr  [][2]string
+	}{
+		{"two MCP-Protocol-Version (2026)", list, [][2]string{{"MCP-Protocol-Version", v2026}, {"MCP-Protocol-Version", "2025-11-25"}, {"Mcp-Method", "tools/list"}}},
+		{"two Mcp-Method", list, [][2]string{{"MCP-Protocol-Version", v2026}, {"Mcp-Method", "tools/list"}, {"Mcp-Method", "tools/call"}}},
+		{"two Mcp-Name", echo, [][2]string{{"MCP-Protocol-Version", v2026}, {"Mcp-Method", "tools/call"}, {"Mcp-Name", "echo"}, {"Mcp-Name", "echo"}}},
+		{"two MCP-Protocol-Version (2025 initialize)", init, [][2]string{{"MCP-Protocol-Version", "2025-11-25"}, {"Mcp-Protocol-Version", "2025-06-18"}}},
+	} {
+		resp, b := rawCall{body: c.body, hdr: c.hdr}.do(t, p.url)
+		var msg struct {
+			Error *mcp.Error `json:"error"`
+		}
+		json.Unmarshal(b, &msg)
+		if resp.StatusCode != http.StatusBadRequest || msg.Error == nil || msg.Error.Code != mcp.CodeHeaderMismatch {
+			t.Errorf("%s: HTTP %d %s, want 400 with -32020", c.name, resp.StatusCode, b)
+		}
+		if resp.Header.Get("Mcp-Session-Id") != "" {
+			t.Errorf("%s: a session was created", c.name)
+		}
+	}
+	// Once each: served.
+	resp, b := rawCall{body: echo, hdr: [][2]string{{"MCP-Protocol-Version", v2026}, {"Mcp-Method", "tools/call"}, {"Mcp-Name", "echo"}}}.do(t, p.url)
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(b), `"error"`) {
+		t.Errorf("tools/call with each header once: HTTP %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestReservedURINamespace (issue 20, finding 10): a 2025-era
+// resources/subscribe (or unsubscribe) of a URI in the server's reserved
+// mcpush- namespace, where listen streams' control subscriptions live,
+// gets -32602 and stores no subscription; so does a 2026 listen filter
+// naming one.
+func TestReservedURINamespace(t *testing.T) {
+	c := newCluster(t, 1, func(o *mcp.ServerOptions) { o.DynamicRegistries = true })
+	st, err := sqlitestore.New(c.dbPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	id := initialize(t, c.urls[0], "2025-11-25")
+	for i, uri := range []string{"mcpush-listen:AAAAAAAAAAAAAAAAAAAAAAAA", "mcpush-listen:park:AAAAAAAAAAAAAAAAAAAAAAAA", "MCPUSH-Listen:x", "mcpush-other:x"} {
+		for _, method := range []string{"resources/subscribe", "resources/unsubscribe"} {
+			resp, b := rawCall{session: id, body: fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"uri":%q}}`, i, method, uri)}.do(t, c.urls[0])
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"code":-32602`) {
+				t.Errorf("%s %s: HTTP %d %s, want -32602", method, uri, resp.StatusCode, b)
+			}
+		}
+	}
+	sess, err := st.GetSession(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sess.Subscriptions) != 0 {
+		t.Errorf("the session has subscriptions %q after refused ones", sess.Subscriptions)
+	}
+	// An ordinary URI is still fine.
+	if resp, b := (rawCall{session: id, body: `{"jsonrpc":"2.0","id":9,"method":"resources/subscribe","params":{"uri":"events://fine"}}`}).do(t, c.urls[0]); resp.StatusCode != http.StatusOK || strings.Contains(string(b), `"error"`) {
+		t.Errorf("subscribe events://fine: HTTP %d %s", resp.StatusCode, b)
+	}
+	resp, b := openListen(t, t.Context(), c.urls[0], "R1", `{"resourceSubscriptions":["mcpush-listen:park:x"]}`)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"code":-32602`) {
+		t.Errorf("listen on a reserved URI: HTTP %d %s, want -32602", resp.StatusCode, b)
 	}
 }

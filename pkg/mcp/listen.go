@@ -163,8 +163,8 @@ func parseListenFilter(params json.RawMessage) (*SubscriptionFilter, error) {
 		if uri == "" || len(uri) > maxListenURI {
 			return nil, Errorf(CodeInvalidParams, "invalid params: a resourceSubscriptions URI must have 1 to %d bytes", maxListenURI)
 		}
-		if strings.HasPrefix(uri, "mcpush-listen:") {
-			return nil, Errorf(CodeInvalidParams, "invalid params: %q is not a resource", uri)
+		if reservedURI(uri) {
+			return nil, Errorf(CodeInvalidParams, "invalid params: %q is not a resource (the %s URI scheme prefix is reserved)", clipText(uri, 64), reservedURIPrefix)
 		}
 	}
 	return &f, nil

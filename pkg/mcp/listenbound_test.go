@@ -15,9 +15,9 @@ import (
 )
 
 // openListen posts subscriptions/listen with request id and filter to url.
-// A 200 is a stream: its first message must be the acknowledgement, and
-// the stream stays open until ctx ends. Any other status is returned with
-// the body read.
+// A stream's first message must be the acknowledgement, and the stream
+// stays open until ctx ends. Any other answer is returned with the body
+// read.
 func openListen(t *testing.T, ctx context.Context, url, id, filter string) (*http.Response, []byte) {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":"` + id + `","method":"subscriptions/listen","params":{"notifications":` + filter + `,` + meta2026(`{}`) + `}}`
@@ -31,7 +31,7 @@ func openListen(t *testing.T, ctx context.Context, url, id, filter string) (*htt
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp, b
