@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
 
 // openListen posts subscriptions/listen with request id and filter to url.
@@ -159,5 +163,77 @@ func TestListenBoundPerPrincipal(t *testing.T) {
 	}
 	if resp, b := openListen(t, ctx, c.urls[1], "again", filter); resp.StatusCode != http.StatusOK {
 		t.Fatalf("listen after a stream ended: HTTP %d %s, want the acknowledgement", resp.StatusCode, b)
+	}
+}
+
+// TestListenRefreshCheap (issue 20, finding 6): a listen stream's backing
+// session lives 30 s (not the hour of a 2025-era session) past its
+// stream's last refresh, and the stream refreshes it with one
+// UpdateSession once less than half of that is left, not at every poll:
+// counted with storecount over a clock the test moves. A stream the
+// server ends is parked for 2 minutes all the same.
+func TestListenRefreshCheap(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), "db")
+	raw, err := sqlitestore.New(dbPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counter storecount.Counter
+	clock := &fakeClock{now: time.Now()}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, storecount.Wrap(raw, &counter),
+		&mcp.ServerOptions{PollInterval: 20 * time.Millisecond, DynamicRegistries: true, Now: clock.Now})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, KeepAlive: time.Hour})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { h.Close(); ts.Close(); raw.Close() })
+
+	if resp, b := openListen(t, t.Context(), ts.URL, "R", `{"toolsListChanged":true}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("listen: HTTP %d %s", resp.StatusCode, b)
+	}
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var id string
+	var created, expires int64
+	if err := db.QueryRow(`SELECT id, created_at, expires_at FROM sessions WHERE id LIKE 'listen-%'`).Scan(&id, &created, &expires); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := time.Duration(expires - created); ttl != 30*time.Second {
+		t.Errorf("the backing session lives %v, want 30s", ttl)
+	}
+	expiry := func() time.Time {
+		t.Helper()
+		st, err := raw.GetSession(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.ExpiresAt
+	}
+	// settle lets the stream poll for 400 ms (about 20 polls) and returns
+	// the store requests it made.
+	settle := func() storecount.Counts {
+		counter.Reset()
+		time.Sleep(400 * time.Millisecond)
+		return counter.Counts()
+	}
+	if c := settle(); c["UpdateSession"] != 0 || c["GetSession"] < 5 {
+		t.Errorf("with 30s left: %v; want polls and no UpdateSession", c)
+	}
+	clock.Add(16 * time.Second) // 14s left: less than half
+	if c := settle(); c["UpdateSession"] != 1 {
+		t.Errorf("with 14s left: %v; want one UpdateSession", c)
+	}
+	if got, want := expiry(), clock.Now().Add(30*time.Second); got.Sub(want).Abs() > time.Second {
+		t.Errorf("refreshed expiry %v, want about %v", got, want)
+	}
+	if c := settle(); c["UpdateSession"] != 0 {
+		t.Errorf("after the refresh: %v; want no UpdateSession", c)
+	}
+	// A stream the server ends is parked for its 2 minutes, however short
+	// its ttl: the next listen can adopt it.
+	h.Close()
+	if got, want := expiry(), clock.Now().Add(2*time.Minute); got.Sub(want).Abs() > time.Second {
+		t.Errorf("parked expiry %v, want about %v (2 minutes)", got, want)
 	}
 }
