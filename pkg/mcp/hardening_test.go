@@ -12,28 +12,37 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
 
-// TestUnaskedInputResponses (issue 20, finding 9): inputResponses under
-// keys the server never asked for (4 × 20 KB) are ignored: they are not
-// copied into the next round's signed state (which stays small, where
-// they made it exceed 64 KiB: -32603), and the retry completes with the
-// answer that was asked for.
+// TestUnaskedInputResponses (issue 20, finding 9): inputResponses the
+// handler never used (4 × 20 KB, under keys shaped like the server's own)
+// are not copied into the next round's signed state, which stays small
+// (they made it exceed 64 KiB: -32603); with a requestState, those its
+// round did not ask for are ignored, and the retry completes with the
+// answers that were asked for. Answers the handler did use but that are
+// too large to carry on are the client's -32602, never -32603.
 func TestUnaskedInputResponses(t *testing.T) {
 	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), []string{"test-key-0123456789abcdef0123456789"}, nil)
 	body := func(id int, extra string) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"quiz","arguments":{},%s%s}}`, id, extra, meta2026(`{"elicitation":{}}`))
 	}
-	junk := func(keys ...string) string {
-		var b strings.Builder
-		for _, k := range keys {
-			fmt.Fprintf(&b, `%q:{"action":"accept","content":{"a":%q}},`, k, strings.Repeat("j", 20<<10))
+	answer := func(key string, size int) string {
+		return fmt.Sprintf(`%q:{"action":"accept","content":{"a":%q}},`, key, strings.Repeat("j", size))
+	}
+	responses := func(answers ...string) string {
+		return `"inputResponses":{` + strings.TrimSuffix(strings.Join(answers, ""), ",") + `},`
+	}
+	call := func(b string) *rpcReply {
+		t.Helper()
+		status, r := call2026(t, p.url, b, headers2026("tools/call", "quiz")...)
+		if status != 200 {
+			t.Fatalf("HTTP %d %+v", status, r.Error)
 		}
-		return b.String()
+		return r
 	}
 	round := func(b string) (string, string) {
 		t.Helper()
-		status, r := call2026(t, p.url, b, headers2026("tools/call", "quiz")...)
-		if status != 200 || r.Error != nil {
-			t.Fatalf("HTTP %d %+v, want a result", status, r.Error)
+		r := call(b)
+		if r.Error != nil {
+			t.Fatalf("error %+v, want a result", r.Error)
 		}
 		if r.Result["resultType"] != "input_required" {
 			return "", fmt.Sprint(r.Result["content"])
@@ -45,24 +54,31 @@ func TestUnaskedInputResponses(t *testing.T) {
 		t.Fatalf("input_required without input requests: %+v", r.Result)
 		return "", ""
 	}
-	// Unasked answers on the first request (no state: nothing was asked),
-	// under keys shaped like the server's own.
-	k1, s1 := round(body(1, `"inputResponses":{`+strings.TrimSuffix(junk("elicitation/create#1", "elicitation/create#2", "elicitation/create#3", "x"), ",")+`},`))
+	junk := []string{answer("elicitation/create#2", 20<<10), answer("elicitation/create#3", 20<<10), answer("elicitation/create#9", 20<<10), answer("other", 20<<10)}
+	// The first request, with unasked answers only.
+	k1, s1 := round(body(1, responses(junk...)))
 	if k1 != "elicitation/create#1" {
-		t.Fatalf("first round asks %q, want elicitation/create#1: the unasked answer was taken", k1)
+		t.Fatalf("first round asks %q, want elicitation/create#1", k1)
 	}
-	// The asked answer, with four unasked ones of 20 KB.
-	k2, s2 := round(body(2, fmt.Sprintf(`"requestState":%q,"inputResponses":{%s%q:{"action":"accept","content":{"a":"x"}}},`, s1,
-		junk("elicitation/create#2", "elicitation/create#3", "elicitation/create#9", "other"), k1)))
+	if len(s1) > 4<<10 {
+		t.Errorf("the first round's requestState is %d bytes: the unused answers were copied into it", len(s1))
+	}
+	// The asked answer with the same four unasked ones: with a state they
+	// are ignored, even #2, which the handler asks next.
+	k2, s2 := round(body(2, fmt.Sprintf(`"requestState":%q,`, s1)+responses(append(junk, answer(k1, 1))...)))
 	if k2 != "elicitation/create#2" {
-		t.Fatalf("second round asks %q, want elicitation/create#2", k2)
+		t.Fatalf("second round asks %q, want elicitation/create#2 (an answer its round did not ask for was taken)", k2)
 	}
 	if len(s2) > 4<<10 {
 		t.Errorf("the second round's requestState is %d bytes: the unasked answers were copied into it", len(s2))
 	}
-	_, text := round(body(3, fmt.Sprintf(`"requestState":%q,"inputResponses":{%q:{"action":"accept","content":{"a":"y"}}},`, s2, k2)))
-	if !strings.Contains(text, "[x y]") {
+	if _, text := round(body(3, fmt.Sprintf(`"requestState":%q,`, s2)+responses(answer(k2, 1)))); !strings.Contains(text, "[j j]") {
 		t.Fatalf("last round %q, want the complete result with both answers", text)
+	}
+	// An answer the handler uses, too large to carry on: -32602.
+	r := call(body(4, fmt.Sprintf(`"requestState":%q,`, s1)+responses(answer(k1, 70<<10))))
+	if r.Error == nil || r.Error.Code != mcp.CodeInvalidParams {
+		t.Errorf("an asked answer of 70 KB: %+v %+v, want -32602", r.Error, r.Result)
 	}
 }
 
