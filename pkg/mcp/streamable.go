@@ -173,6 +173,10 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxRequestsPerMinute))+" requests per minute")
 		return
 	}
+	if e := checkRepeatedHeaders(r.Header); e != nil {
+		writeError(w, http.StatusBadRequest, e)
+		return
+	}
 	if wantsStateless(r) {
 		h.serveStateless(w, r, principal)
 		return
