@@ -16,6 +16,7 @@ import (
 	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+	"github.com/mcpush/mcpush/pkg/oauth"
 )
 
 func TestOptionsFromEnv(t *testing.T) {
@@ -25,23 +26,38 @@ func TestOptionsFromEnv(t *testing.T) {
 		want    *Options
 		wantErr string
 	}{
-		{"defaults", nil, &Options{Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM}}, ""},
+		{"defaults", nil, &Options{Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM}, Local: LocalOptions{Auth: AuthNone}}, ""},
 		{"lambda", map[string]string{
 			"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "MCPUSH_LAMBDA_MODE": "buffered", "MCPUSH_AUTH": "none",
 			"MCPUSH_MAX_GET_STREAM": "30s", "MCPUSH_ALLOWED_HOSTS": " a.example , b.example,",
 		}, &Options{
 			RuntimeAPI: "127.0.0.1:9001",
 			Lambda:     LambdaOptions{Mode: ModeBuffered, Auth: AuthNone, MaxGETStream: 30 * time.Second, AllowedHosts: []string{"a.example", "b.example"}},
-			Local:      LocalOptions{AllowedHosts: []string{"a.example", "b.example"}},
+			Local:      LocalOptions{Auth: AuthNone, AllowedHosts: []string{"a.example", "b.example"}},
 		}, ""},
 		{"local", map[string]string{"MCPUSH_ADDR": "127.0.0.1:0", "MCPUSH_ALLOWED_ORIGINS": "*"}, &Options{
 			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, AllowedOrigins: []string{"*"}},
-			Local:  LocalOptions{Addr: "127.0.0.1:0", AllowedOrigins: []string{"*"}},
+			Local:  LocalOptions{Auth: AuthNone, Addr: "127.0.0.1:0", AllowedOrigins: []string{"*"}},
 		}, ""},
 		{"stream hold", map[string]string{"MCPUSH_STREAM_HOLD": "30s"}, &Options{
 			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, StreamHold: 30 * time.Second},
-			Local:  LocalOptions{StreamHold: 30 * time.Second},
+			Local:  LocalOptions{Auth: AuthNone, StreamHold: 30 * time.Second},
 		}, ""},
+		{"oauth", map[string]string{
+			"MCPUSH_AUTH": "oauth", "MCPUSH_OAUTH_ISSUER": "https://as.example", "MCPUSH_RESOURCE_URL": "https://mcp.example/mcp",
+			"MCPUSH_OAUTH_SCOPES": "mcp:read  mcp:tools", "MCPUSH_OAUTH_CLIENT_IDS": "c1,c2",
+		}, &Options{
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthOAuth, OAuth: oauth.Options{
+				Issuer: "https://as.example", Resource: "https://mcp.example/mcp", Scopes: []string{"mcp:read", "mcp:tools"}, ClientIDs: []string{"c1", "c2"}}},
+			Local: LocalOptions{Auth: AuthOAuth, OAuth: oauth.Options{
+				Issuer: "https://as.example", Resource: "https://mcp.example/mcp", Scopes: []string{"mcp:read", "mcp:tools"}, ClientIDs: []string{"c1", "c2"}}},
+		}, ""},
+		// A mode the runtime cannot enforce is refused, never served open.
+		{"oauth without issuer", map[string]string{"MCPUSH_AUTH": "oauth"}, nil, "MCPUSH_OAUTH_ISSUER is not set"},
+		{"oauth http issuer", map[string]string{"MCPUSH_AUTH": "oauth", "MCPUSH_OAUTH_ISSUER": "http://as.example"}, nil, "http only on a loopback host"},
+		{"unknown auth locally", map[string]string{"MCPUSH_AUTH": "jwt"}, nil, `MCPUSH_AUTH="jwt"`},
+		{"iam locally", map[string]string{"MCPUSH_AUTH": "iam"}, nil, `MCPUSH_AUTH="iam"`},
+		{"unknown auth in lambda", map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "MCPUSH_AUTH": "open"}, nil, `MCPUSH_AUTH="open"`},
 		{"bad stream hold", map[string]string{"MCPUSH_STREAM_HOLD": "-1s"}, nil, `MCPUSH_STREAM_HOLD="-1s"`},
 		{"bad duration", map[string]string{"MCPUSH_MAX_GET_STREAM": "soon"}, nil, `MCPUSH_MAX_GET_STREAM="soon"`},
 		{"negative duration", map[string]string{"MCPUSH_MAX_GET_STREAM": "-1s"}, nil, `MCPUSH_MAX_GET_STREAM="-1s"`},
@@ -65,7 +81,7 @@ func TestOptionsFromEnv(t *testing.T) {
 }
 
 func TestNewLambdaHandlerBadOptions(t *testing.T) {
-	for _, opts := range []*LambdaOptions{{Mode: "websocket"}, {Auth: "jwt"}} {
+	for _, opts := range []*LambdaOptions{{Mode: "websocket"}, {Auth: "jwt"}, {Auth: AuthOAuth}, {Auth: AuthOAuth, OAuth: oauth.Options{Issuer: "http://as.example"}}} {
 		if _, err := NewLambdaHandler(nil, opts); !errors.Is(err, ErrBadOption) {
 			t.Errorf("NewLambdaHandler(%+v) = %v, want ErrBadOption", opts, err)
 		}
