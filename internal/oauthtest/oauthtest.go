@@ -17,7 +17,10 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -65,6 +68,8 @@ type Server struct {
 	kid    string
 	keys   []json.RawMessage // the JWKS it serves, private, newest first
 	n      int
+
+	tokenID, tokenSecret string // the first client
 }
 
 // Start starts a server for t; it stops when t ends. Without Node.js 22
@@ -80,6 +85,9 @@ func Start(t testing.TB, opts *Options) *Server {
 		testenv.RequireComponent(t, "oidc-provider (npm, test/node)", err)
 	}
 	s := &Server{}
+	if len(opts.Clients) > 0 {
+		s.tokenID, s.tokenSecret = opts.Clients[0].ID, opts.Clients[0].Secret
+	}
 	s.newKey(t)
 	ttl := opts.AccessTokenTTL
 	if ttl <= 0 {
@@ -253,3 +261,70 @@ func (s *Server) Mint(t testing.TB, claims jwt.MapClaims) string {
 
 // PublicKey is the current signing key's public half.
 func (s *Server) PublicKey() *ecdsa.PublicKey { return &s.key.PublicKey }
+
+// NamedToken is a token and what is wrong with it.
+type NamedToken struct{ Name, Token string }
+
+// BadTokens are tokens for resource that a resource server must refuse
+// with 401, one per way a token can be wrong: expired, for another
+// audience (issued by the server), from another issuer, unsigned (alg
+// none), HMAC-confused (HS256 keyed with the server's public key),
+// signed by an unknown key, not yet valid, without exp, malformed. The
+// others are signed with the server's own key (Mint).
+func (s *Server) BadTokens(t testing.TB, resource, scope string) []NamedToken {
+	t.Helper()
+	now := time.Now()
+	claims := func(mod func(jwt.MapClaims)) jwt.MapClaims {
+		m := jwt.MapClaims{"iss": s.Issuer, "sub": "mallory", "aud": resource, "scope": scope,
+			"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+		if mod != nil {
+			mod(m)
+		}
+		return m
+	}
+	b64 := base64.RawURLEncoding.EncodeToString
+	payload := b64(mustJSON(claims(nil)))
+	der, err := x509.MarshalPKIXPublicKey(s.PublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := jwt.NewWithClaims(jwt.SigningMethodHS256, claims(nil))
+	hs.Header["kid"] = s.kid
+	hmacConfused, err := hs.SignedString(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	uk := jwt.NewWithClaims(jwt.SigningMethodES256, claims(nil))
+	uk.Header["kid"] = "unknown-" + rand.Text()
+	unknownKey, _ := uk.SignedString(other)
+	return []NamedToken{
+		{"expired", s.Mint(t, claims(func(m jwt.MapClaims) { m["exp"] = now.Add(-5 * time.Minute).Unix() }))},
+		{"wrong audience", s.Token(t, s.tokenClient(t), s.tokenSecret, "https://other.example/mcp", scope)},
+		{"wrong issuer", s.Mint(t, claims(func(m jwt.MapClaims) { m["iss"] = "https://evil.example" }))},
+		{"unsigned", b64([]byte(`{"alg":"none","typ":"at+jwt"}`)) + "." + payload + "."},
+		{"HMAC-confused", hmacConfused},
+		{"unknown key", unknownKey},
+		{"not yet valid", s.Mint(t, claims(func(m jwt.MapClaims) { m["nbf"] = now.Add(10 * time.Minute).Unix() }))},
+		{"missing exp", s.Mint(t, claims(func(m jwt.MapClaims) { delete(m, "exp") }))},
+		{"malformed", "not.a-jwt"},
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// tokenClient is the first client, used to get real tokens for another
+// audience.
+func (s *Server) tokenClient(t testing.TB) string {
+	t.Helper()
+	if s.tokenID == "" {
+		t.Fatal("oauthtest: BadTokens needs a client (Options.Clients)")
+	}
+	return s.tokenID
+}
