@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -88,7 +87,6 @@ func TestValidate(t *testing.T) {
 	// An HMAC keyed with the server's public key (PEM and DER), the
 	// classic algorithm confusion.
 	der, _ := x509.MarshalPKIXPublicKey(as.PublicKey())
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 	hs := func(key []byte) string {
 		tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims(nil))
 		tok.Header["kid"] = as.KeyID()
@@ -108,30 +106,26 @@ func TestValidate(t *testing.T) {
 		return s
 	}
 
-	for _, tc := range []struct{ name, token string }{
-		{"expired", as.Mint(t, claims(func(m jwt.MapClaims) { m["exp"] = now.Add(-2 * time.Minute).Unix() }))},
-		{"not yet valid", as.Mint(t, claims(func(m jwt.MapClaims) { m["nbf"] = now.Add(5 * time.Minute).Unix() }))},
-		{"issued in the future", as.Mint(t, claims(func(m jwt.MapClaims) { m["iat"] = now.Add(5 * time.Minute).Unix() }))},
-		{"missing exp", as.Mint(t, claims(func(m jwt.MapClaims) { delete(m, "exp") }))},
-		{"missing sub", as.Mint(t, claims(func(m jwt.MapClaims) { delete(m, "sub") }))},
-		{"wrong audience (minted)", as.Mint(t, claims(func(m jwt.MapClaims) { m["aud"] = "https://other.example/mcp" }))},
-		{"wrong audience (issued)", as.Token(t, "alice", "alice-secret", "https://other.example/mcp", "mcp:tools")},
-		{"no audience", as.Mint(t, claims(func(m jwt.MapClaims) { delete(m, "aud") }))},
-		{"wrong issuer", as.Mint(t, claims(func(m jwt.MapClaims) { m["iss"] = as.Issuer + "/other" }))},
-		{"issuer with a trailing slash", as.Mint(t, claims(func(m jwt.MapClaims) { m["iss"] = as.Issuer + "/" }))},
-		{"unsigned (alg none)", b64([]byte(`{"alg":"none","typ":"at+jwt"}`)) + "." + parts[1] + "."},
-		{"alg none with the real signature", b64([]byte(`{"alg":"none","kid":"`+as.KeyID()+`"}`)) + "." + parts[1] + "." + parts[2]},
-		{"HMAC with the public key as PEM", hs(pemKey)},
-		{"HMAC with the public key as DER", hs(der)},
-		{"unknown key", foreign("made-up")},
-		{"foreign key under the server's kid", foreign(as.KeyID())},
-		{"tampered payload", parts[0] + "." + b64([]byte(`{"iss":"`+as.Issuer+`","sub":"root","aud":"`+resource+`","exp":9999999999}`)) + "." + parts[2]},
-		{"malformed", "not-a-jwt"},
-		{"malformed three parts", "a.b.c"},
-		{"too long", strings.Repeat("a", oauth.MaxTokenBytes+1)},
+	// The bad tokens every resource server test uses, and more.
+	bad := as.BadTokens(t, resource, "mcp:tools")
+	for _, tc := range []oauthtest.NamedToken{
+		{Name: "issued in the future", Token: as.Mint(t, claims(func(m jwt.MapClaims) { m["iat"] = now.Add(5 * time.Minute).Unix() }))},
+		{Name: "missing sub", Token: as.Mint(t, claims(func(m jwt.MapClaims) { delete(m, "sub") }))},
+		{Name: "wrong audience (minted)", Token: as.Mint(t, claims(func(m jwt.MapClaims) { m["aud"] = "https://other.example/mcp" }))},
+		{Name: "no audience", Token: as.Mint(t, claims(func(m jwt.MapClaims) { delete(m, "aud") }))},
+		{Name: "issuer with a trailing slash", Token: as.Mint(t, claims(func(m jwt.MapClaims) { m["iss"] = as.Issuer + "/" }))},
+		{Name: "alg none with the real signature", Token: b64([]byte(`{"alg":"none","kid":"`+as.KeyID()+`"}`)) + "." + parts[1] + "." + parts[2]},
+		{Name: "HMAC with the public key as DER", Token: hs(der)},
+		{Name: "foreign key under the server's kid", Token: foreign(as.KeyID())},
+		{Name: "tampered payload", Token: parts[0] + "." + b64([]byte(`{"iss":"`+as.Issuer+`","sub":"root","aud":"`+resource+`","exp":9999999999}`)) + "." + parts[2]},
+		{Name: "malformed three parts", Token: "a.b.c"},
+		{Name: "too long", Token: strings.Repeat("a", oauth.MaxTokenBytes+1)},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := v.Validate(ctx, tc.token, "")
+		bad = append(bad, tc)
+	}
+	for _, tc := range bad {
+		t.Run(tc.Name, func(t *testing.T) {
+			_, err := v.Validate(ctx, tc.Token, "")
 			if !errors.Is(err, mcp.ErrUnauthorized) {
 				t.Errorf("err = %v, want ErrUnauthorized", err)
 			}

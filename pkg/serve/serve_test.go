@@ -2,14 +2,21 @@ package serve
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -146,4 +153,74 @@ func TestListenAndServe(t *testing.T) {
 	if !strings.Contains(logs.String(), "shutting down") {
 		t.Errorf("no shutdown log:\n%s", logs.String())
 	}
+}
+
+// TestListenAndServeAuth: the local server refuses auth modes it cannot
+// enforce before it listens, and with AuthOAuth serves the protected
+// resource metadata for its default resource URL (http://ADDR/mcp, ADDR
+// the listener's), challenges a request without a token, and answers 503
+// when the authorization server cannot be reached.
+func TestListenAndServeAuth(t *testing.T) {
+	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "mcpush.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, nil)
+	for _, o := range []LocalOptions{
+		{Auth: AuthIAM}, {Auth: "open"}, {Auth: AuthOAuth}, {Auth: AuthOAuth, OAuth: oauth.Options{Issuer: "http://as.example"}},
+	} {
+		o.Addr = "127.0.0.1:0"
+		if err := ListenAndServe(context.Background(), srv, &o); !errors.Is(err, ErrBadOption) {
+			t.Errorf("ListenAndServe(Auth %q, issuer %q) = %v, want ErrBadOption", o.Auth, o.OAuth.Issuer, err)
+		}
+	}
+
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := "http://" + dead.Addr().String()
+	dead.Close() // nothing answers there
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- ListenAndServe(ctx, srv, &LocalOptions{Addr: "127.0.0.1:0", Auth: AuthOAuth,
+			OAuth: oauth.Options{Issuer: issuer, Scopes: []string{"mcp"}}, Ready: func(a net.Addr) { ready <- a }, Logger: NewLogger(io.Discard)})
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("ListenAndServe: %v", err)
+	}
+	base := "http://" + addr.String()
+	for _, path := range []string{oauth.WellKnownPath, oauth.WellKnownPath + "/mcp"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got oauth.ResourceMetadata
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if err != nil || got.Resource != base+"/mcp" || !slices.Equal(got.AuthorizationServers, []string{issuer}) {
+			t.Errorf("GET %s: %+v %v", path, got, err)
+		}
+	}
+	resp, body := testutil.PostRead(t, nil, base+"/mcp", "", testutil.RPC(1, "ping", nil))
+	if want := `Bearer resource_metadata="` + base + `/.well-known/oauth-protected-resource/mcp", scope="mcp"`; resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != want {
+		t.Errorf("no token: %d %q %s, want 401 %s", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, want)
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": issuer, "sub": "s", "aud": base + "/mcp", "exp": time.Now().Add(time.Hour).Unix()})
+	tok.Header["kid"] = "k"
+	signed, _ := tok.SignedString(key)
+	resp, body = testutil.PostRead(t, nil, base+"/mcp", "", testutil.RPC(1, "ping", nil), "Authorization", "Bearer "+signed)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("issuer down: %d %s, want 503 with Retry-After", resp.StatusCode, body)
+	}
+	cancel()
+	<-done
 }
