@@ -91,6 +91,8 @@ type Claims struct {
 	Scope    scopes `json:"scope,omitempty"`
 	SCP      scopes `json:"scp,omitempty"`
 	ClientID string `json:"client_id,omitempty"`
+	// TokenUse is Cognito's "token_use": "access" or "id".
+	TokenUse string `json:"token_use,omitempty"`
 }
 
 // Scopes returns the token's scopes.
@@ -251,6 +253,9 @@ func (v *Validator) Validate(ctx context.Context, token, resource string) (*Clai
 	}
 	if c.Subject == "" {
 		return nil, fmt.Errorf("%w: token has no subject", mcp.ErrUnauthorized)
+	}
+	if c.TokenUse != "" && c.TokenUse != "access" {
+		return nil, fmt.Errorf("%w: not an access token (token_use %q)", mcp.ErrUnauthorized, c.TokenUse)
 	}
 	if err := v.checkAudience(c, resource); err != nil {
 		return nil, err

@@ -153,6 +153,10 @@ func TestValidate(t *testing.T) {
 		if _, err := v.Validate(ctx, noAud("app1"), ""); err != nil {
 			t.Errorf("listed client: %v", err)
 		}
+		idToken := as.Mint(t, claims(func(m jwt.MapClaims) { delete(m, "aud"); m["client_id"] = "app1"; m["token_use"] = "id" }))
+		if _, err := v.Validate(ctx, idToken, ""); !errors.Is(err, mcp.ErrUnauthorized) {
+			t.Errorf("Cognito ID token: %v, want ErrUnauthorized", err)
+		}
 		if _, err := v.Validate(ctx, noAud("app2"), ""); !errors.Is(err, mcp.ErrUnauthorized) {
 			t.Errorf("unlisted client: %v, want ErrUnauthorized", err)
 		}
