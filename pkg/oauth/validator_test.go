@@ -108,7 +108,7 @@ func TestValidate(t *testing.T) {
 
 	// The bad tokens every resource server test uses, and more.
 	bad := as.BadTokens(t, resource, "mcp:tools")
-	for _, tc := range []oauthtest.NamedToken{
+	bad = append(bad, []oauthtest.NamedToken{
 		{Name: "issued in the future", Token: as.Mint(t, claims(func(m jwt.MapClaims) { m["iat"] = now.Add(5 * time.Minute).Unix() }))},
 		{Name: "missing sub", Token: as.Mint(t, claims(func(m jwt.MapClaims) { delete(m, "sub") }))},
 		{Name: "wrong audience (minted)", Token: as.Mint(t, claims(func(m jwt.MapClaims) { m["aud"] = "https://other.example/mcp" }))},
@@ -120,9 +120,7 @@ func TestValidate(t *testing.T) {
 		{Name: "tampered payload", Token: parts[0] + "." + b64([]byte(`{"iss":"`+as.Issuer+`","sub":"root","aud":"`+resource+`","exp":9999999999}`)) + "." + parts[2]},
 		{Name: "malformed three parts", Token: "a.b.c"},
 		{Name: "too long", Token: strings.Repeat("a", oauth.MaxTokenBytes+1)},
-	} {
-		bad = append(bad, tc)
-	}
+	}...)
 	for _, tc := range bad {
 		t.Run(tc.Name, func(t *testing.T) {
 			_, err := v.Validate(ctx, tc.Token, "")
