@@ -40,7 +40,8 @@ import (
 )
 
 // Client is a client registered with the server. A client-credentials
-// token's subject is its ID.
+// token's subject is its ID. Without Secret it is a public client
+// (authorization code only; it needs RedirectURIs).
 type Client struct {
 	ID, Secret string
 	// Scope lists the scopes it may get (space-separated).
@@ -95,20 +96,29 @@ func Start(t testing.TB, opts *Options) *Server {
 	}
 	type clientMeta struct {
 		ClientID      string   `json:"client_id"`
-		ClientSecret  string   `json:"client_secret"`
+		ClientSecret  string   `json:"client_secret,omitempty"`
 		GrantTypes    []string `json:"grant_types"`
 		ResponseTypes []string `json:"response_types"`
 		RedirectURIs  []string `json:"redirect_uris"`
 		Scope         string   `json:"scope,omitempty"`
+		AppType       string   `json:"application_type,omitempty"`
+		AuthMethod    string   `json:"token_endpoint_auth_method,omitempty"`
 	}
 	var clients []clientMeta
 	for _, c := range opts.Clients {
 		m := clientMeta{ClientID: c.ID, ClientSecret: c.Secret, GrantTypes: []string{"client_credentials"},
 			ResponseTypes: []string{}, RedirectURIs: []string{}, Scope: c.Scope}
 		if len(c.RedirectURIs) > 0 {
+			// A native client (RFC 8252): loopback redirects match on
+			// any port.
 			m.GrantTypes = append(m.GrantTypes, "authorization_code", "refresh_token")
 			m.ResponseTypes = []string{"code"}
 			m.RedirectURIs = c.RedirectURIs
+			m.AppType = "native"
+		}
+		if c.Secret == "" {
+			m.AuthMethod = "none" // a public client
+			m.GrantTypes = m.GrantTypes[1:]
 		}
 		clients = append(clients, m)
 	}

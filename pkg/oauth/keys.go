@@ -199,9 +199,15 @@ func cacheTTL(h http.Header, now time.Time, floor time.Duration) time.Duration {
 // (path insertion), then OpenID Connect discovery with path insertion and
 // with the path appended. The metadata's issuer must be issuer exactly.
 func discover(ctx context.Context, client *http.Client, issuer string) (*ASMetadata, error) {
+	meta, _, err := discoverRaw(ctx, client, issuer)
+	return meta, err
+}
+
+// discoverRaw is discover that also returns the metadata document.
+func discoverRaw(ctx context.Context, client *http.Client, issuer string) (*ASMetadata, []byte, error) {
 	u, err := url.Parse(issuer)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	origin := u.Scheme + "://" + u.Host
 	path := strings.TrimSuffix(u.Path, "/")
@@ -224,21 +230,21 @@ func discover(ctx context.Context, client *http.Client, issuer string) (*ASMetad
 			if errors.As(err, &se) && se.code >= 400 && se.code < 500 {
 				continue // not there: try the next well-known URL
 			}
-			return nil, errors.Join(errs...)
+			return nil, nil, errors.Join(errs...)
 		}
 		var meta ASMetadata
 		if err := json.Unmarshal(body, &meta); err != nil {
-			return nil, fmt.Errorf("%s: %w", m, err)
+			return nil, nil, fmt.Errorf("%s: %w", m, err)
 		}
 		if meta.Issuer != issuer {
-			return nil, fmt.Errorf("%s: issuer %q, want %q", m, meta.Issuer, issuer)
+			return nil, nil, fmt.Errorf("%s: issuer %q, want %q", m, meta.Issuer, issuer)
 		}
 		if err := checkURL(meta.JWKSURI, "jwks_uri"); err != nil {
-			return nil, fmt.Errorf("%s: %w", m, err)
+			return nil, nil, fmt.Errorf("%s: %w", m, err)
 		}
-		return &meta, nil
+		return &meta, body, nil
 	}
-	return nil, errors.Join(errs...)
+	return nil, nil, errors.Join(errs...)
 }
 
 type statusError struct {

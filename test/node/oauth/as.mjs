@@ -60,6 +60,11 @@ function makeProvider(issuer, keys) {
       },
     },
     pkce: { required: () => true },
+    // A refresh token for every authorization code of a client allowed
+    // the refresh_token grant (not only with offline_access).
+    issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
+    // The login form's name becomes the subject.
+    findAccount: (ctx, id) => ({ accountId: id, claims: () => ({ sub: id }) }),
     ttl: { AccessToken: config.accessTokenTTL ?? 600, ClientCredentials: config.accessTokenTTL ?? 600 },
   });
   p.proxy = false;
