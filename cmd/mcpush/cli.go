@@ -31,6 +31,11 @@ type env struct {
 	// httpTransport, if set, is the base transport of the MCP client
 	// (tests); default http.DefaultTransport.
 	httpTransport http.RoundTripper
+	// loginsPath is the file of the logins of mcpush login
+	// ($MCPUSH_LOGINS, else the user config directory's
+	// mcpush/logins.json); openBrowser shows a URL to the user.
+	loginsPath  string
+	openBrowser func(url string) error
 }
 
 const usage = `usage: mcpush [flags] COMMAND [flags] [args]
@@ -43,6 +48,11 @@ commands:
         [--json]              as they arrive (one JSON object per line with --json)
   publish --topic-arn ARN --message M [--endpoint-url URL] [--region R]
                               publish to an SNS topic
+  login [--client-id ID [--client-secret S]] [--scope S] [--port P]
+                              sign in to an OAuth-protected server: in the browser
+                              (authorization code with PKCE), or with --client-secret
+                              as a machine (client credentials); the other commands
+                              then use the kept token (refreshed as it expires)
 
 flags of the MCP commands (before or after the command):
   --url URL          the MCP endpoint (default $MCPUSH_URL)
@@ -66,6 +76,7 @@ type common struct {
 	service string
 	verbose bool
 	mode    string
+	noLogin bool // do not use a kept login (mcpush login itself)
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -169,6 +180,17 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		}
 		p.region = c.region
 		return cmdPublish(ctx, e, p)
+	case "login":
+		f := &loginFlags{}
+		fs.StringVar(&f.clientID, "client-id", "", "a registered OAuth client id")
+		fs.StringVar(&f.clientSecret, "client-secret", "", "its secret: the client-credentials grant")
+		fs.StringVar(&f.scope, "scope", "", "scopes to ask for (default: what the server asks)")
+		fs.IntVar(&f.port, "port", 0, "the loopback redirect's port (default: any free one)")
+		fs.StringVar(&f.host, "redirect-host", "", "the loopback redirect's host (default 127.0.0.1)")
+		if err := parse(fs, rest, e); err != nil {
+			return err
+		}
+		return cmdLogin(ctx, e, c, f)
 	default:
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
@@ -233,6 +255,9 @@ func newClient(ctx context.Context, e *env, c *common, opts *mcp.ClientOptions) 
 		base = newSigV4Transport(base, cfg.Credentials, cfg.Region, c.service)
 	}
 	o.HTTPClient = &http.Client{Transport: base}
+	if err := useLogin(ctx, e, c, &o); err != nil {
+		return nil, err
+	}
 	level := slog.LevelError
 	if c.verbose {
 		level = slog.LevelDebug

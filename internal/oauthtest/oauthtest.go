@@ -22,12 +22,17 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -337,4 +342,46 @@ func (s *Server) tokenClient(t testing.TB) string {
 		t.Fatal("oauthtest: BadTokens needs a client (Options.Clients)")
 	}
 	return s.tokenID
+}
+
+// Browser is a scripted browser for the server's login and consent pages
+// (oidc-provider's development interactions): given an authorization
+// URL, it signs in as login (any password), consents, and follows the
+// redirect to the client's loopback listener, whose answer must be 200.
+// Its visits counter, if not nil, counts the URLs it was given.
+func Browser(login string, visits *atomic.Int64) func(authURL string) error {
+	action := regexp.MustCompile(`action="([^"]+)"`)
+	prompt := regexp.MustCompile(`name="prompt" value="([^"]+)"`)
+	return func(authURL string) error {
+		if visits != nil {
+			visits.Add(1)
+		}
+		jar, _ := cookiejar.New(nil)
+		hc := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+		resp, err := hc.Get(authURL)
+		for step := 0; ; step++ {
+			if err != nil {
+				return err
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if a, p := action.FindSubmatch(body), prompt.FindSubmatch(body); a != nil && p != nil && step < 4 {
+				form := url.Values{"prompt": {string(p[1])}}
+				if string(p[1]) == "login" {
+					form.Set("login", login)
+					form.Set("password", "any")
+				}
+				target, _ := resp.Request.URL.Parse(html.UnescapeString(string(a[1])))
+				resp, err = hc.PostForm(target.String(), form)
+				continue
+			}
+			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Request.URL.Host, "127.0.0.1:") && !strings.HasPrefix(resp.Request.URL.Host, "localhost:") {
+				return fmt.Errorf("oauthtest: browser ended at %s (%s): %s", resp.Request.URL, resp.Status, regexp.MustCompile(`(?s)<body>.*`).Find(body))
+			}
+			if resp.Request.URL.Query().Get("code") == "" {
+				return fmt.Errorf("oauthtest: browser ended at %s without a code", resp.Request.URL)
+			}
+			return nil
+		}
+	}
 }

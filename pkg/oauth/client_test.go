@@ -3,17 +3,13 @@ package oauth_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,45 +42,6 @@ func protectedServer(t *testing.T, as *oauthtest.Server, scope string) string {
 	mux.Handle("/mcp", h)
 	mux.Handle(oauth.WellKnownPath+"/mcp", v.MetadataHandler())
 	return ts.URL + "/mcp"
-}
-
-// browser is a scripted browser for the authorization server's login
-// and consent pages (oidc-provider's development interactions): it
-// follows the authorization URL, signs in as login, consents, and follows
-// the redirect to the client's loopback listener.
-func browser(t *testing.T, login string, visits *int) func(string) error {
-	action := regexp.MustCompile(`action="([^"]+)"`)
-	prompt := regexp.MustCompile(`name="prompt" value="([^"]+)"`)
-	return func(authURL string) error {
-		*visits++
-		jar, _ := cookiejar.New(nil)
-		hc := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-		resp, err := hc.Get(authURL)
-		for step := 0; ; step++ {
-			if err != nil {
-				return err
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.Request.URL.Path == "/callback" {
-				if resp.StatusCode != 200 {
-					return fmt.Errorf("callback: %s %s", resp.Status, body)
-				}
-				return nil
-			}
-			a, p := action.FindSubmatch(body), prompt.FindSubmatch(body)
-			if a == nil || p == nil || step == 4 {
-				return fmt.Errorf("no form at %s (%s): %s", resp.Request.URL, resp.Status, regexp.MustCompile(`(?s)<body>.*`).Find(body))
-			}
-			form := url.Values{"prompt": {string(p[1])}}
-			if string(p[1]) == "login" {
-				form.Set("login", login)
-				form.Set("password", "any")
-			}
-			target, _ := resp.Request.URL.Parse(string(a[1]))
-			resp, err = hc.PostForm(target.String(), form)
-		}
-	}
 }
 
 func connect(t *testing.T, url string, mode mcp.ClientMode, a mcp.Authorizer) *mcp.ClientSession {
@@ -149,11 +106,11 @@ func TestInteractiveAuthorizer(t *testing.T) {
 		t.Run("client "+clientID, func(t *testing.T) {
 			var mu sync.Mutex
 			var logins []*oauth.Login
-			visits := 0
-			connect(t, url, mcp.ClientMode2025, &oauth.Interactive{ClientID: clientID, OpenBrowser: browser(t, "dave", &visits),
+			var visits atomic.Int64
+			connect(t, url, mcp.ClientMode2025, &oauth.Interactive{ClientID: clientID, OpenBrowser: oauthtest.Browser("dave", &visits),
 				OnLogin: func(l *oauth.Login) { mu.Lock(); logins = append(logins, l); mu.Unlock() }})
-			if visits != 1 || len(logins) == 0 {
-				t.Fatalf("%d browser visits, %d logins; want 1 and at least 1", visits, len(logins))
+			if visits.Load() != 1 || len(logins) == 0 {
+				t.Fatalf("%d browser visits, %d logins; want 1 and at least 1", visits.Load(), len(logins))
 			}
 			l := logins[len(logins)-1]
 			if l.Token.RefreshToken == "" || l.Resource != url || (clientID != "" && l.ClientID != clientID) || l.ClientID == "" {
