@@ -58,6 +58,19 @@ func challenge(params ...string) string {
 	return b.String()
 }
 
+// maxDescriptionBytes bounds an error description: it can quote what the
+// token said (a key id, an audience).
+const maxDescriptionBytes = 256
+
+// describe is err's text, at most maxDescriptionBytes long.
+func describe(err error) string {
+	s := err.Error()
+	if len(s) > maxDescriptionBytes {
+		s = strings.ToValidUTF8(s[:maxDescriptionBytes-3], "") + "..."
+	}
+	return s
+}
+
 // quote makes s safe inside a quoted-string: no quotes, backslashes or
 // control characters (error_description allows only %x20-21 / %x23-5B /
 // %x5D-7E, RFC 6750 §3).

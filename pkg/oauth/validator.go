@@ -200,15 +200,16 @@ func (v *Validator) Authenticate(r *http.Request) (string, error) {
 // refusal turns a Validate error into an *Error with its challenge.
 func (v *Validator) refusal(err error, meta string) *Error {
 	scope := strings.Join(v.opts.Scopes, " ")
+	desc := describe(err)
 	switch {
 	case errors.Is(err, mcp.ErrAuthUnavailable):
-		return &Error{Description: err.Error(), kind: mcp.ErrAuthUnavailable}
+		return &Error{Description: desc, kind: mcp.ErrAuthUnavailable}
 	case errors.Is(err, mcp.ErrInsufficientScope):
-		return &Error{Code: "insufficient_scope", Description: err.Error(), kind: mcp.ErrInsufficientScope,
-			challenge: challenge("error", "insufficient_scope", "scope", scope, "resource_metadata", meta, "error_description", err.Error())}
+		return &Error{Code: "insufficient_scope", Description: desc, kind: mcp.ErrInsufficientScope,
+			challenge: challenge("error", "insufficient_scope", "scope", scope, "resource_metadata", meta, "error_description", desc)}
 	default:
-		return &Error{Code: "invalid_token", Description: err.Error(), kind: mcp.ErrUnauthorized,
-			challenge: challenge("error", "invalid_token", "error_description", err.Error(), "resource_metadata", meta, "scope", scope)}
+		return &Error{Code: "invalid_token", Description: desc, kind: mcp.ErrUnauthorized,
+			challenge: challenge("error", "invalid_token", "error_description", desc, "resource_metadata", meta, "scope", scope)}
 	}
 }
 

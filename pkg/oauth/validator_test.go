@@ -295,3 +295,25 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestChallengeBounded: a token whose key id is long and full of quotes
+// gets a challenge of bounded size, without them.
+func TestChallengeBounded(t *testing.T) {
+	as := startAS(t)
+	v := newValidator(t, as, nil)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": as.Issuer, "sub": "x", "aud": resource, "exp": time.Now().Add(time.Hour).Unix()})
+	tok.Header["kid"] = strings.Repeat(`"a\`, 1000)
+	s, _ := tok.SignedString(key)
+	r := httptest.NewRequest("POST", resource, nil)
+	r.Header.Set("Authorization", "Bearer "+s)
+	_, err := v.Authenticate(r)
+	var e *oauth.Error
+	if !errors.As(err, &e) || e.Code != "invalid_token" || !strings.Contains(e.Description, "no key") {
+		t.Fatalf("err = %v, want invalid_token for the unknown key", err)
+	}
+	h := e.WWWAuthenticate()
+	if len(h) > 600 || strings.Count(h, `"`) != 8 || strings.Contains(h, `\`) {
+		t.Errorf("challenge (%d bytes): %s", len(h), h)
+	}
+}
