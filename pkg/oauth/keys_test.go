@@ -203,3 +203,47 @@ func TestCacheTTL(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestDiscoverClient: a client follows the challenge's resource_metadata,
+// falls back to the well-known URLs, and refuses metadata for another
+// resource than the endpoint (or a prefix of it on its origin).
+func TestDiscoverClient(t *testing.T) {
+	as := newASServer(t, "", "/.well-known/oauth-authorization-server")
+	var prm ResourceMetadata
+	var mu sync.Mutex
+	var paths []string
+	rs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		p := prm
+		mu.Unlock()
+		if r.URL.Path != WellKnownPath+"/mcp" {
+			http.NotFound(w, r)
+			return
+		}
+		json.NewEncoder(w).Encode(p)
+	}))
+	defer rs.Close()
+	set := func(resource string) { mu.Lock(); prm = ResourceMetadata{Resource: resource, AuthorizationServers: []string{as.URL}}; mu.Unlock() }
+	ctx := context.Background()
+
+	set(rs.URL + "/mcp")
+	md, err := Discover(ctx, nil, &mcp.AuthChallenge{URL: rs.URL + "/mcp"})
+	if err != nil || md.Server.Issuer != as.URL || md.Resource.Resource != rs.URL+"/mcp" {
+		t.Fatalf("well-known discovery: %+v %v", md, err)
+	}
+	set(rs.URL) // a prefix of the endpoint covers it
+	if _, err := Discover(ctx, nil, &mcp.AuthChallenge{URL: rs.URL + "/mcp", ResourceMetadata: rs.URL + WellKnownPath + "/mcp"}); err != nil {
+		t.Errorf("resource covering the endpoint: %v", err)
+	}
+	for _, bad := range []string{"https://evil.example/mcp", rs.URL + "/other", rs.URL + "/mcpx"} {
+		set(bad)
+		if _, err := Discover(ctx, nil, &mcp.AuthChallenge{URL: rs.URL + "/mcp"}); err == nil {
+			t.Errorf("metadata for %s accepted for %s/mcp", bad, rs.URL)
+		}
+	}
+	// No server there: no metadata, an error.
+	if _, err := Discover(ctx, nil, &mcp.AuthChallenge{URL: "http://127.0.0.1:1/mcp"}); err == nil {
+		t.Error("discovery succeeded for a server that is not there")
+	}
+}
