@@ -224,7 +224,11 @@ func TestDiscoverClient(t *testing.T) {
 		json.NewEncoder(w).Encode(p)
 	}))
 	defer rs.Close()
-	set := func(resource string) { mu.Lock(); prm = ResourceMetadata{Resource: resource, AuthorizationServers: []string{as.URL}}; mu.Unlock() }
+	set := func(resource string) {
+		mu.Lock()
+		prm = ResourceMetadata{Resource: resource, AuthorizationServers: []string{as.URL}}
+		mu.Unlock()
+	}
 	ctx := context.Background()
 
 	set(rs.URL + "/mcp")
