@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -120,4 +123,28 @@ func TestLambdaOAuth(t *testing.T) {
 			t.Errorf("%d (Retry-After %q) %s; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 		}
 	})
+}
+
+// TestLocalAuthRefused: the local server (no Lambda runtime) refuses at
+// start-up an auth mode it cannot enforce, as a new user would run it,
+// instead of serving everyone.
+func TestLocalAuthRefused(t *testing.T) {
+	bin := testenv.BuildBinary(t, "./functions/mcp")
+	for _, tc := range []struct{ env, want string }{
+		{"MCPUSH_AUTH=oauth", "MCPUSH_OAUTH_ISSUER is not set"},
+		{"MCPUSH_AUTH=jwt", `MCPUSH_AUTH=\"jwt\"`},
+		{"MCPUSH_AUTH=iam", `MCPUSH_AUTH=\"iam\"`},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin)
+			cmd.Env = append(os.Environ(), tc.env, "MCPUSH_ADDR=127.0.0.1:0", "AWS_LAMBDA_RUNTIME_API=",
+				"MCPUSH_STORE=sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"))
+			out, err := cmd.CombinedOutput()
+			if err == nil || ctx.Err() != nil || !strings.Contains(string(out), tc.want) {
+				t.Errorf("%s: %v (timed out: %v)\n%s\nwant an exit with %s", tc.env, err, ctx.Err() != nil, out, tc.want)
+			}
+		})
+	}
 }
