@@ -35,8 +35,8 @@ const oauthScope = "mcp:tools"
 
 // TestOAuth runs mcpush with MCPUSH_AUTH=oauth against a real
 // authorization server (oidc-provider, internal/oauthtest), as one
-// process and as three processes on one SQLite file behind the
-// round-robin proxy, in both protocol eras: a request without a token
+// process and as three processes behind the round-robin proxy (on one
+// SQLite file, and on one DynamoDB table), in both protocol eras: a request without a token
 // gets 401 with the RFC 9728 challenge; the protected resource metadata
 // is served at both well-known paths; a token the server issued for the
 // resource serves; every kind of bad token gets 401 invalid_token (also
@@ -60,8 +60,11 @@ func TestOAuth(t *testing.T) {
 		},
 	})
 	bin := ServerBinary(t)
-	for _, n := range []int{1, 3} {
-		t.Run(fmt.Sprintf("%d processes", n), func(t *testing.T) { testOAuth(t, as, bin, n) })
+	for _, tc := range []struct {
+		n     int
+		store Store
+	}{{1, SQLiteStore()}, {3, SQLiteStore()}, {3, DynamoDBStore()}} {
+		t.Run(fmt.Sprintf("%d processes %s", tc.n, tc.store.Name), func(t *testing.T) { testOAuth(t, as, bin, tc.n, tc.store) })
 	}
 }
 
@@ -105,8 +108,8 @@ func bearerHeader(hdr []string, token string) []string {
 	return append(slices.Clone(hdr), "Authorization", "Bearer "+token)
 }
 
-func testOAuth(t *testing.T, as *oauthtest.Server, bin string, n int) {
-	env := append(SQLiteStore().Env(t),
+func testOAuth(t *testing.T, as *oauthtest.Server, bin string, n int, store Store) {
+	env := append(store.Env(t),
 		"MCPUSH_AUTH=oauth",
 		"MCPUSH_OAUTH_ISSUER="+as.Issuer,
 		"MCPUSH_OAUTH_SCOPES="+oauthScope,
