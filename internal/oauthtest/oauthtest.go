@@ -63,6 +63,12 @@ type Options struct {
 	Scopes []string
 	// AccessTokenTTL; default 10 minutes.
 	AccessTokenTTL time.Duration
+	// ClientIDMetadataDocuments makes the server accept an https URL as
+	// client_id and fetch the client's metadata from it; CAFile is a
+	// PEM file of the certificates it trusts besides the system's
+	// (an httptest TLS server's).
+	ClientIDMetadataDocuments bool
+	CAFile                    string
 }
 
 // Server is a running authorization server. Its methods fail the test on
@@ -109,7 +115,7 @@ func Start(t testing.TB, opts *Options) *Server {
 		AppType       string   `json:"application_type,omitempty"`
 		AuthMethod    string   `json:"token_endpoint_auth_method,omitempty"`
 	}
-	var clients []clientMeta
+	clients := []clientMeta{}
 	for _, c := range opts.Clients {
 		m := clientMeta{ClientID: c.ID, ClientSecret: c.Secret, GrantTypes: []string{"client_credentials"},
 			ResponseTypes: []string{}, RedirectURIs: []string{}, Scope: c.Scope}
@@ -129,6 +135,7 @@ func Start(t testing.TB, opts *Options) *Server {
 	}
 	cfg, _ := json.Marshal(map[string]any{
 		"keys": s.keys, "clients": clients, "scopes": opts.Scopes, "accessTokenTTL": int(ttl / time.Second),
+		"clientIdMetadataDocuments": opts.ClientIDMetadataDocuments,
 	})
 	path := filepath.Join(t.TempDir(), "as.json")
 	if err := os.WriteFile(path, cfg, 0o600); err != nil {
@@ -137,6 +144,9 @@ func Start(t testing.TB, opts *Options) *Server {
 	script := filepath.Join(testenv.RepoRoot(t), "test", "node", "oauth", "as.mjs")
 	cmd := exec.Command(node, script, path)
 	cmd.Env = append(os.Environ(), testenv.NodeDirEnv+"="+dir)
+	if opts.CAFile != "" {
+		cmd.Env = append(cmd.Env, "NODE_EXTRA_CA_CERTS="+opts.CAFile)
+	}
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	var stderr strings.Builder

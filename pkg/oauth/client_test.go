@@ -2,6 +2,8 @@ package oauth_test
 
 import (
 	"context"
+	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -159,5 +161,38 @@ func TestLogins(t *testing.T) {
 	}
 	if ls, err := oauth.LoadLogins(filepath.Join(t.TempDir(), "none.json")); err != nil || len(ls) != 0 {
 		t.Errorf("missing file: %v %v", ls, err)
+	}
+}
+
+// TestClientIDMetadataDocument: where the authorization server supports
+// Client ID Metadata Documents, Interactive uses the document's https URL
+// as its client_id (the 2026-07-28 preference) instead of registering;
+// the server fetches the document.
+func TestClientIDMetadataDocument(t *testing.T) {
+	var fetched atomic.Int64
+	var docURL string
+	doc := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{
+			"client_id": docURL, "client_name": "mcpush test", "application_type": "native",
+			"redirect_uris": []string{"http://127.0.0.1/callback"}, "grant_types": []string{"authorization_code", "refresh_token"},
+			"response_types": []string{"code"}, "token_endpoint_auth_method": "none",
+		})
+	}))
+	defer doc.Close()
+	docURL = doc.URL + "/client.json"
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: doc.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	as := oauthtest.Start(t, &oauthtest.Options{Scopes: []string{"mcp:tools"}, ClientIDMetadataDocuments: true, CAFile: ca})
+	url := protectedServer(t, as, "mcp:tools")
+	var login *oauth.Login
+	var visits atomic.Int64
+	connect(t, url, mcp.ClientMode2025, &oauth.Interactive{ClientIDMetadataURL: docURL, OpenBrowser: oauthtest.Browser("frank", &visits),
+		OnLogin: func(l *oauth.Login) { login = l }})
+	if login == nil || login.ClientID != docURL || fetched.Load() == 0 || visits.Load() != 1 {
+		t.Errorf("login %+v, document fetched %d times, %d browser visits; want the document URL as client id", login, fetched.Load(), visits.Load())
 	}
 }

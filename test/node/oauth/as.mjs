@@ -5,7 +5,11 @@
 //   node as.mjs CONFIG.json
 //
 // CONFIG holds {"keys": [private JWKs], "clients": [client metadata],
-// "scopes": [scopes of the MCP resource], "accessTokenTTL": seconds}. The
+// "scopes": [scopes of the MCP resource], "accessTokenTTL": seconds,
+// "clientIdMetadataDocuments": bool}. With clientIdMetadataDocuments an
+// https URL is accepted as client_id (OAuth Client ID Metadata Document,
+// draft-02), fetched even from loopback (the tests serve it; Node trusts
+// their certificate through NODE_EXTRA_CA_CERTS). The
 // server listens on 127.0.0.1 on a free port and prints one line,
 // {"issuer": URL}, once it accepts requests. Access tokens for a resource
 // (RFC 8707 "resource" parameter) are JWTs (RFC 9068) whose "aud" is the
@@ -46,6 +50,7 @@ function makeProvider(issuer, keys) {
       devInteractions: { enabled: true },
       clientCredentials: { enabled: true },
       registration: { enabled: true },
+      clientIdMetadataDocument: { enabled: !!config.clientIdMetadataDocuments, ack: 'draft-02' },
       resourceIndicators: {
         enabled: true,
         defaultResource: (ctx, client, oneOf) => oneOf ?? undefined,
@@ -60,6 +65,9 @@ function makeProvider(issuer, keys) {
       },
     },
     pkce: { required: () => true },
+    // The tests' documents are on loopback, which oidc-provider's SSRF
+    // protection (its fetch dispatcher) refuses: fetch without it.
+    fetch: (url, options) => fetch(url, { ...options, dispatcher: undefined }),
     // A refresh token for every authorization code of a client allowed
     // the refresh_token grant (not only with offline_access).
     issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
