@@ -32,6 +32,11 @@ type env struct {
 	// httpTransport, if set, is the base transport of the MCP client
 	// (tests); default http.DefaultTransport.
 	httpTransport http.RoundTripper
+	// loginsPath is the file of the logins of mcpush login
+	// ($MCPUSH_LOGINS, else the user config directory's
+	// mcpush/logins.json); openBrowser shows a URL to the user.
+	loginsPath  string
+	openBrowser func(url string) error
 }
 
 // defaultURL is the endpoint of the local server (`make run`, the mcp
@@ -48,6 +53,11 @@ commands:
         [--json]              as they arrive (one JSON object per line with --json)
   publish --topic-arn ARN --message M [--endpoint-url URL] [--region R]
                               publish to an SNS topic
+  login [--client-id ID [--client-secret S]] [--scope S] [--port P]
+                              sign in to an OAuth-protected server: in the browser
+                              (authorization code with PKCE), or with --client-secret
+                              as a machine (client credentials); the other commands
+                              then use the kept token (refreshed as it expires)
 
 Flags go anywhere after mcpush: before or after the command, the tool name
 and the tool arguments; -- ends the flags (what follows are arguments).
@@ -79,6 +89,7 @@ type common struct {
 	mode    string
 	timeout time.Duration // one-shot commands; 0: none
 	idle    time.Duration // the client's IdleTimeout; 0: its default
+	noLogin bool // do not use a kept login (mcpush login itself)
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -212,6 +223,17 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		}
 		p.region = c.region
 		return cmdPublish(ctx, e, p)
+	case "login":
+		f := &loginFlags{}
+		fs.StringVar(&f.clientID, "client-id", "", "a registered OAuth client id")
+		fs.StringVar(&f.clientSecret, "client-secret", "", "its secret: the client-credentials grant")
+		fs.StringVar(&f.scope, "scope", "", "scopes to ask for (default: what the server asks)")
+		fs.IntVar(&f.port, "port", 0, "the loopback redirect's port (default: any free one)")
+		fs.StringVar(&f.host, "redirect-host", "", "the loopback redirect's host (default 127.0.0.1)")
+		if _, err := parseCmd(0); err != nil {
+			return err
+		}
+		return cmdLogin(ctx, e, c, f)
 	default:
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
@@ -326,6 +348,9 @@ func newClient(ctx context.Context, e *env, c *common, opts *mcp.ClientOptions) 
 		return nil, fmt.Errorf("%w: --idle-timeout %v: want a positive duration", errUsage, c.idle)
 	}
 	o.IdleTimeout = c.idle
+	if err := useLogin(ctx, e, c, &o); err != nil {
+		return nil, err
+	}
 	level := slog.LevelError
 	if c.verbose {
 		level = slog.LevelDebug

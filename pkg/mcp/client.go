@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/oauth2"
 )
 
 // ErrSessionNotFound is returned (wrapped) when the server answers a
@@ -83,6 +85,15 @@ type ClientOptions struct {
 	HTTPClient *http.Client
 	// Header is added to every request (e.g. Authorization).
 	Header http.Header
+	// TokenSource, if set, gives the OAuth bearer token of every request
+	// (golang.org/x/oauth2: refreshed as it expires).
+	TokenSource oauth2.TokenSource
+	// Authorizer, if set, is asked for a token source when the server
+	// answers 401 (or 403 insufficient_scope) with a challenge: it
+	// discovers the authorization server and runs a grant (package
+	// oauth's ClientCredentials and Interactive). The request is then
+	// sent again, once. See client_auth.go.
+	Authorizer Authorizer
 	// Logger receives warnings (undeclared notifications, recovered
 	// handler panics, reconnections). Default: slog.Default().
 	Logger *slog.Logger
@@ -203,6 +214,9 @@ func NewClient(impl *Implementation, opts *ClientOptions) *Client {
 	}
 	if c.opts.HTTPClient == nil {
 		c.opts.HTTPClient = &http.Client{}
+	}
+	if c.opts.TokenSource != nil || c.opts.Authorizer != nil {
+		c.opts.HTTPClient = withAuth(c.opts.HTTPClient, c.opts.TokenSource, c.opts.Authorizer)
 	}
 	if c.opts.Logger == nil {
 		c.opts.Logger = slog.Default()
