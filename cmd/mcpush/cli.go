@@ -89,7 +89,7 @@ type common struct {
 	mode    string
 	timeout time.Duration // one-shot commands; 0: none
 	idle    time.Duration // the client's IdleTimeout; 0: its default
-	noLogin bool // do not use a kept login (mcpush login itself)
+	noLogin bool          // do not use a kept login (mcpush login itself)
 }
 
 func (c *common) register(fs *flag.FlagSet) {
