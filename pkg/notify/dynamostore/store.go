@@ -95,6 +95,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
@@ -479,11 +480,30 @@ func (km *keyedMutex) lock(ctx context.Context, k string) (unlock func(), err er
 }
 
 // wrap adds context to a non-nil *errp, keeping it inspectable with
-// errors.Is and errors.As.
+// errors.Is and errors.As, and marks a throttled, unreachable or timed-out
+// call notify.ErrUnavailable (see unavailable).
 func wrap(errp *error, format string, args ...any) {
 	if *errp != nil {
-		*errp = fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), *errp)
+		*errp = fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), unavailable(*errp))
 	}
+}
+
+// unavailable marks err notify.ErrUnavailable when the SDK's own retry
+// policy calls it transient (throttling, 5xx, a connection or timeout
+// error) or when the SDK gave up retrying it: the same call may succeed
+// later.
+func unavailable(err error) error {
+	switch {
+	case err == nil, errors.Is(err, notify.ErrUnavailable), errors.Is(err, context.Canceled):
+		return err
+	}
+	var maxAttempts *retry.MaxAttemptsError
+	if errors.As(err, &maxAttempts) || errors.Is(err, context.DeadlineExceeded) ||
+		retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary ||
+		retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err) == aws.TrueTernary {
+		return fmt.Errorf("%w: %w", notify.ErrUnavailable, err)
+	}
+	return err
 }
 
 func invalid(format string, args ...any) error {
