@@ -13,6 +13,8 @@ package storecount
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -165,6 +167,18 @@ type store struct {
 	notify.Store
 	c     *Counter
 	close func() error
+}
+
+// SharedKey implements notify.SharedKeys for every counted store: it
+// passes the call on to the inner store, or returns errors.ErrUnsupported
+// when that has none.
+func (s *store) SharedKey(ctx context.Context, name string, value []byte) ([]byte, error) {
+	sk, ok := s.Store.(notify.SharedKeys)
+	if !ok {
+		return nil, fmt.Errorf("storecount: the store keeps no shared keys: %w", errors.ErrUnsupported)
+	}
+	s.c.add("SharedKey")
+	return sk.SharedKey(ctx, name, value)
 }
 
 func (s *store) Close() error {

@@ -414,7 +414,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 				httpError(w, http.StatusRequestEntityTooLarge, CodeInvalidRequest, "Request Entity Too Large: "+err.Error())
 				return
 			}
-			writeError(w, http.StatusInternalServerError, h.srv.internalError(ctx, "handling client message", err, "session", ss.ID(), "method", m.Method))
+			h.storeFailure(w, r, err, "handling client message", "session", ss.ID(), "method", m.Method)
 			return
 		}
 	}
@@ -475,8 +475,9 @@ func (h *StreamableHandler) initializeError(w http.ResponseWriter, r *http.Reque
 		rpcErr = Errorf(CodeInvalidParams, "invalid params: the session profile is too large to store")
 		status = http.StatusRequestEntityTooLarge
 	} else if !errors.As(err, &rpcErr) {
-		rpcErr = h.srv.internalError(r.Context(), "initialize failed", err)
-		status = http.StatusInternalServerError
+		// A store failure: 503, retry.
+		h.storeFailureID(r.Context(), w, m.ID, err, "initialize failed")
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -665,8 +666,7 @@ func (o *outStream) finish(ctx context.Context, resp []byte) {
 	case !o.isSSE && !o.wireGone && resp == nil:
 		o.w.WriteHeader(http.StatusAccepted)
 	case !o.isSSE && !o.wireGone:
-		o.w.Header().Set("Content-Type", "application/json")
-		o.w.Write(resp)
+		writeJSON(o.w, responseStatus(o.w, resp, false), resp)
 	case o.isSSE && resp != nil:
 		o.emitLocked(ctx, resp)
 	}

@@ -24,6 +24,7 @@
 //	R               <kind>              registry items and hash
 //	R               #hashes             every registry's hash, for RegistryHashes
 //	R               m#<kind>#<msg id>   registry message id (idempotency)
+//	K               <name>              shared key (notify.SharedKeys)
 //
 // Everything a session owns shares its partition, so DeleteSession finds it
 // with one Query; the session item, its subscriptions and the head of its
