@@ -17,7 +17,6 @@ const sharedKeysSchema = `CREATE TABLE IF NOT EXISTS shared_keys (
 	value BLOB NOT NULL
 )`
 
-
 // SharedKey implements notify.SharedKeys with one write transaction: an
 // insert that does nothing when name is taken, and a read of what is
 // stored.
