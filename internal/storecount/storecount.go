@@ -30,7 +30,7 @@ import (
 var reads = map[string]bool{
 	"GetSession": true, "ReadEvents": true, "GetMessage": true, "Subscribers": true,
 	"ReadTopicEvents": true, "Topics": true, "GetRegistry": true, "RegistryHashes": true,
-	"CountSessions": true,
+	"CountSessions": true, "IdleSessions": true,
 }
 
 // IsRead reports whether the counted operation op only reads.
@@ -179,6 +179,18 @@ func (s *store) SharedKey(ctx context.Context, name string, value []byte) ([]byt
 	}
 	s.c.add("SharedKey")
 	return sk.SharedKey(ctx, name, value)
+}
+
+// IdleSessions implements notify.SessionReclaimer for every counted
+// store: it passes the call on to the inner store, or returns
+// errors.ErrUnsupported when that has none.
+func (s *store) IdleSessions(ctx context.Context, principal string, limit int) ([]string, error) {
+	sr, ok := s.Store.(notify.SessionReclaimer)
+	if !ok {
+		return nil, fmt.Errorf("storecount: the store reclaims no sessions: %w", errors.ErrUnsupported)
+	}
+	s.c.add("IdleSessions")
+	return sr.IdleSessions(ctx, principal, limit)
 }
 
 func (s *store) Close() error {

@@ -24,7 +24,7 @@ var isRead = map[string]bool{
 	"AppendTopicEvent": false, "ReadTopicEvents": true, "Topics": true,
 	"ApplyRegistry": false, "GetRegistry": true, "RegistryHashes": true,
 	"CountInWindow": false, "CountSessions": true,
-	"SharedKey": false,
+	"SharedKey": false, "IdleSessions": true,
 }
 
 // inner is a store whose every method panics (a nil notify.Store and
@@ -34,6 +34,7 @@ type inner struct {
 	notify.RateCounter
 	notify.SessionCounter
 	notify.SharedKeys
+	notify.SessionReclaimer
 }
 
 // TestWrapCountsEveryMethod calls every method of notify.Store,
@@ -50,6 +51,7 @@ func TestWrapCountsEveryMethod(t *testing.T) {
 		reflect.TypeFor[notify.RateCounter](),
 		reflect.TypeFor[notify.SessionCounter](),
 		reflect.TypeFor[notify.SharedKeys](),
+		reflect.TypeFor[notify.SessionReclaimer](),
 	} {
 		for m := range iface.Methods() {
 			if m.Name == "Close" {

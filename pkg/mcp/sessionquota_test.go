@@ -1,7 +1,9 @@
 package mcp_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,10 +14,21 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
 
+// inUse subscribes session id to a resource: a session in use, which is
+// never reclaimed for a new one.
+func inUse(t *testing.T, url, id string, hdr ...[2]string) {
+	t.Helper()
+	resp, b := rawCall{session: id, hdr: hdr, body: `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"file:///a.txt"}}`}.do(t, url)
+	if resp.StatusCode != http.StatusOK || strings.Contains(string(b), `"error"`) {
+		t.Fatalf("subscribe: %d %s", resp.StatusCode, b)
+	}
+}
+
 // TestSessionsPerPrincipal (finding 4): a principal holds at most
-// MaxSessionsPerPrincipal live sessions over all processes sharing the
-// store; one more initialize gets 429 with Retry-After, a message naming
-// the limit, and stores nothing; after a DELETE a new one is allowed.
+// MaxSessionsPerPrincipal live sessions in use over all processes sharing
+// the store; one more initialize gets 429 with Retry-After, a message
+// naming the limit, and stores nothing; after a DELETE a new one is
+// allowed.
 func TestSessionsPerPrincipal(t *testing.T) {
 	const limit = 3
 	c := newCluster(t, 2, func(o *mcp.ServerOptions) { o.Limits.MaxSessionsPerPrincipal = limit })
@@ -35,6 +48,7 @@ func TestSessionsPerPrincipal(t *testing.T) {
 	var ids []string
 	for i := range limit {
 		ids = append(ids, initialize(t, c.urls[i%2], "2025-11-25"))
+		inUse(t, c.urls[i%2], ids[i])
 	}
 	if n := live(); n != limit {
 		t.Fatalf("%d live sessions after %d initialize, want %d", n, limit, limit)
@@ -63,7 +77,7 @@ func TestSessionsPerPrincipal(t *testing.T) {
 	if n := live(); n != limit-1 {
 		t.Errorf("%d live sessions after DELETE, want %d", n, limit-1)
 	}
-	initialize(t, c.urls[0], "2025-11-25") // allowed again
+	inUse(t, c.urls[0], initialize(t, c.urls[0], "2025-11-25")) // allowed again
 	if resp, b := (rawCall{body: init}).do(t, c.urls[1]); resp.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("initialize over the limit again: %d %s, want 429", resp.StatusCode, b)
 	}
@@ -77,6 +91,9 @@ func TestSessionsPerPrincipal(t *testing.T) {
 		resp, b := rawCall{body: init, hdr: [][2]string{{"X-Principal", "bob"}}}.do(t, ts.URL)
 		if want := map[bool]int{true: http.StatusOK, false: http.StatusTooManyRequests}[i < limit]; resp.StatusCode != want {
 			t.Errorf("bob's initialize %d: %d %s, want %d", i+1, resp.StatusCode, b, want)
+		}
+		if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+			inUse(t, ts.URL, id, [2]string{"X-Principal", "bob"})
 		}
 	}
 	if n, err := st.CountSessions(t.Context(), "bob", 100); err != nil || n != limit {
@@ -96,3 +113,78 @@ func (headerAuth) Authenticate(r *http.Request) (string, error) {
 
 // The quota needs a store that counts sessions: both stores do.
 var _ notify.SessionCounter = (*sqlitestore.Store)(nil)
+
+// TestAbandonedSessionsReclaimed (issue 19): 120 sessions that clients
+// left behind without DELETE (initialized, one request each) do not lock
+// their principal out at the default bound of 100: every initialize
+// succeeds, the least recently extended idle session making room, and the
+// principal never holds more than 100. The bound still holds for sessions
+// in use: once 100 sessions hold a subscription or an open GET stream,
+// the next initialize gets 429.
+func TestAbandonedSessionsReclaimed(t *testing.T) {
+	c := newCluster(t, 2)
+	st, err := sqlitestore.New(c.dbPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	live := func() int {
+		t.Helper()
+		n, err := st.CountSessions(t.Context(), "", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	limit := mcp.DefaultLimits.MaxSessionsPerPrincipal
+	var abandoned []string
+	for i := range limit + 20 {
+		url := c.urls[i%2]
+		id := initialize(t, url, "2025-11-25")
+		if resp, b := (rawCall{session: id, body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`}).do(t, url); resp.StatusCode != http.StatusOK {
+			t.Fatalf("tools/list: %d %s", resp.StatusCode, b)
+		}
+		abandoned = append(abandoned, id)
+	}
+	if n := live(); n != limit {
+		t.Errorf("%d live sessions after %d abandoned ones, want %d (the bound)", n, len(abandoned), limit)
+	}
+	// The oldest went first: the newest 100 remain.
+	for i, id := range abandoned {
+		_, err := st.GetSession(t.Context(), id)
+		if gone := errors.Is(err, notify.ErrNotFound); gone != (i < 20) {
+			t.Errorf("abandoned session %d: GetSession = %v; want gone only for the 20 oldest", i, err)
+		}
+	}
+
+	// Sessions in use: 5 with an open GET stream, the rest subscribed.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for i := range limit {
+		url := c.urls[i%2]
+		id := initialize(t, url, "2025-11-25")
+		if i < 5 {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Mcp-Session-Id", id)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET stream: %v %v", resp, err)
+			}
+			defer resp.Body.Close()
+			continue
+		}
+		inUse(t, url, id)
+	}
+	if n := live(); n != limit {
+		t.Errorf("%d live sessions, want %d", n, limit)
+	}
+	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	resp, b := rawCall{body: init}.do(t, c.urls[0])
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), "none is idle") {
+		t.Errorf("initialize with %d sessions in use: %d %s, want 429", limit, resp.StatusCode, b)
+	}
+	if n := live(); n != limit {
+		t.Errorf("%d live sessions after the refused initialize, want %d", n, limit)
+	}
+}

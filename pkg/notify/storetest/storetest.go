@@ -77,6 +77,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"RateCounter", testRateCounter},
 		{"SessionCount", testSessionCount},
 		{"SharedKey", testSharedKey},
+		{"IdleSessions", testIdleSessions},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentConditions", testConcurrentConditions},
 		{"ConcurrentTopics", testConcurrentTopics},
