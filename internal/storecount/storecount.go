@@ -184,13 +184,13 @@ func (s *store) SharedKey(ctx context.Context, name string, value []byte) ([]byt
 // IdleSessions implements notify.SessionReclaimer for every counted
 // store: it passes the call on to the inner store, or returns
 // errors.ErrUnsupported when that has none.
-func (s *store) IdleSessions(ctx context.Context, principal string, limit int) ([]string, error) {
+func (s *store) IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) ([]string, error) {
 	sr, ok := s.Store.(notify.SessionReclaimer)
 	if !ok {
 		return nil, fmt.Errorf("storecount: the store reclaims no sessions: %w", errors.ErrUnsupported)
 	}
 	s.c.add("IdleSessions")
-	return sr.IdleSessions(ctx, principal, limit)
+	return sr.IdleSessions(ctx, principal, expiresBy, limit)
 }
 
 func (s *store) Close() error {

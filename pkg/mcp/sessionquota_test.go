@@ -8,7 +8,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
@@ -39,7 +41,7 @@ func TestSessionsPerPrincipal(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 	live := func() int {
 		t.Helper()
-		n, err := st.CountSessions(t.Context(), "", 100)
+		n, err := st.CountSessions(t.Context(), "addr:127.0.0.1", 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,52 +117,68 @@ func (headerAuth) Authenticate(r *http.Request) (string, error) {
 var _ notify.SessionCounter = (*sqlitestore.Store)(nil)
 
 // TestAbandonedSessionsReclaimed (issue 19): 120 sessions that clients
-// left behind without DELETE (initialized, one request each) do not lock
+// left behind without DELETE (initialized, one request each, one every 5
+// s by the server's clock, as Inspector CLI runs leave them) do not lock
 // their principal out at the default bound of 100: every initialize
 // succeeds, the least recently extended idle session making room, and the
-// principal never holds more than 100. The bound still holds for sessions
-// in use: once 100 sessions hold a subscription or an open GET stream,
-// the next initialize gets 429.
+// principal never holds more than 100. A session that keeps serving
+// requests is never reclaimed. The bound still holds for sessions in use:
+// once 100 sessions hold a subscription, an open GET stream or recent
+// requests, the next initialize gets 429 and stores nothing.
 func TestAbandonedSessionsReclaimed(t *testing.T) {
-	c := newCluster(t, 2)
+	// The stores keep real time: the clock starts now and only goes ahead.
+	clock := testutil.NewClock(time.Now())
+	c := newCluster(t, 2, func(o *mcp.ServerOptions) { o.Now = clock.Now })
 	st, err := sqlitestore.New(c.dbPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	const principal = "addr:127.0.0.1" // an anonymous client's address
 	live := func() int {
 		t.Helper()
-		n, err := st.CountSessions(t.Context(), "", 1000)
+		n, err := st.CountSessions(t.Context(), principal, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
+	request := func(url, id string) {
+		t.Helper()
+		if resp, b := (rawCall{session: id, body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`}).do(t, url); resp.StatusCode != http.StatusOK {
+			t.Fatalf("tools/list: %d %s", resp.StatusCode, b)
+		}
+	}
 	limit := mcp.DefaultLimits.MaxSessionsPerPrincipal
+	busy := initialize(t, c.urls[0], "2025-11-25")
 	var abandoned []string
 	for i := range limit + 20 {
 		url := c.urls[i%2]
 		id := initialize(t, url, "2025-11-25")
-		if resp, b := (rawCall{session: id, body: `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`}).do(t, url); resp.StatusCode != http.StatusOK {
-			t.Fatalf("tools/list: %d %s", resp.StatusCode, b)
-		}
+		request(url, id)
 		abandoned = append(abandoned, id)
+		request(c.urls[1-i%2], busy)
+		clock.Advance(5 * time.Second)
 	}
 	if n := live(); n != limit {
 		t.Errorf("%d live sessions after %d abandoned ones, want %d (the bound)", n, len(abandoned), limit)
 	}
-	// The oldest went first: the newest 100 remain.
+	// The oldest went first: the busy one and the newest 99 remain.
 	for i, id := range abandoned {
 		_, err := st.GetSession(t.Context(), id)
-		if gone := errors.Is(err, notify.ErrNotFound); gone != (i < 20) {
-			t.Errorf("abandoned session %d: GetSession = %v; want gone only for the 20 oldest", i, err)
+		if gone := errors.Is(err, notify.ErrNotFound); gone != (i < 21) {
+			t.Errorf("abandoned session %d: GetSession = %v; want gone only for the 21 oldest", i, err)
 		}
 	}
+	if _, err := st.GetSession(t.Context(), busy); err != nil {
+		t.Errorf("the session in use was reclaimed: %v", err)
+	}
 
-	// Sessions in use: 5 with an open GET stream, the rest subscribed.
+	// Sessions in use: 5 with an open GET stream, the others subscribed,
+	// beside the busy one.
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	for i := range limit {
+	for i := range limit - 1 {
 		url := c.urls[i%2]
 		id := initialize(t, url, "2025-11-25")
 		if i < 5 {
@@ -172,9 +190,11 @@ func TestAbandonedSessionsReclaimed(t *testing.T) {
 				t.Fatalf("GET stream: %v %v", resp, err)
 			}
 			defer resp.Body.Close()
-			continue
+		} else {
+			inUse(t, url, id)
 		}
-		inUse(t, url, id)
+		request(url, busy)
+		clock.Advance(5 * time.Second)
 	}
 	if n := live(); n != limit {
 		t.Errorf("%d live sessions, want %d", n, limit)
@@ -186,5 +206,8 @@ func TestAbandonedSessionsReclaimed(t *testing.T) {
 	}
 	if n := live(); n != limit {
 		t.Errorf("%d live sessions after the refused initialize, want %d", n, limit)
+	}
+	if _, err := st.GetSession(t.Context(), busy); err != nil {
+		t.Errorf("the session in use was reclaimed: %v", err)
 	}
 }

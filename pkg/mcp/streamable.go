@@ -169,7 +169,7 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusUnauthorized, CodeInvalidRequest, "Unauthorized: "+err.Error())
 		return
 	}
-	if ok, retry := h.rate.allow(r.Context(), "req/"+principal, h.srv.opts.Limits.MaxRequestsPerMinute, time.Minute); !ok {
+	if ok, retry := h.rate.allow(r.Context(), "req/"+quotaPrincipal(r, principal), h.srv.opts.Limits.MaxRequestsPerMinute, time.Minute); !ok {
 		rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxRequestsPerMinute))+" requests per minute")
 		return
 	}
@@ -282,7 +282,7 @@ func (h *StreamableHandler) session(w http.ResponseWriter, r *http.Request, prin
 		h.storeFailure(w, r, err, "loading session", "session", id)
 		return nil
 	}
-	if st.Principal != principal {
+	if !ownedBy(st.Principal, principal) {
 		// Not 403: another principal must not learn that the session exists.
 		httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
 		return nil
@@ -363,14 +363,17 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 				h.initializeError(w, r, m, err)
 				return
 			}
-			if ok, retry := h.rate.allow(r.Context(), "sessions/"+principal, h.srv.opts.Limits.MaxSessionsPerHour, time.Hour); !ok {
+			// An anonymous client's session belongs to, and counts
+			// against, its address.
+			owner := quotaPrincipal(r, principal)
+			if ok, retry := h.rate.allow(r.Context(), "sessions/"+owner, h.srv.opts.Limits.MaxSessionsPerHour, time.Hour); !ok {
 				rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxSessionsPerHour))+" new sessions per hour")
 				return
 			}
-			if !h.allowSession(r.Context(), w, principal) {
+			if !h.allowSession(r.Context(), w, owner) {
 				return
 			}
-			h.serveInitialize(w, r, principal, m)
+			h.serveInitialize(w, r, owner, m)
 			return
 		}
 	}
@@ -418,7 +421,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 			return
 		}
 	}
-	h.srv.touch(ctx, ss)
+	h.srv.touchRequest(ctx, ss)
 	if len(requests) == 0 && len(badOut) == 0 {
 		w.WriteHeader(http.StatusAccepted)
 		return

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // SessionCounter counts the live sessions of a principal, shared by every
@@ -40,14 +41,14 @@ func CheckCountSessions(principal string, limit int) error {
 // Safe for concurrent use by many processes.
 type SessionReclaimer interface {
 	// IdleSessions returns up to limit live sessions of principal that
-	// hold nothing: no subscription, no stream (no GET stream opened,
-	// no response streamed, no event logged for it), no Append
-	// idempotency key, no mailbox message; least recently extended
-	// (ExpiresAt) first. A store may examine only the
+	// expire no later than expiresBy and hold nothing: no subscription,
+	// no stream (no GET stream opened, no response streamed, no event
+	// logged for it), no Append idempotency key, no mailbox message;
+	// least recently extended (ExpiresAt) first. A store may examine only the
 	// MaxIdleSessionScan least recently extended sessions, and so
 	// return fewer. A limit < 1 is ErrInvalid; a principal over
 	// MaxURIBytes is ErrTooLarge.
-	IdleSessions(ctx context.Context, principal string, limit int) ([]string, error)
+	IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) ([]string, error)
 }
 
 // MaxIdleSessionScan is how many of a principal's least recently extended

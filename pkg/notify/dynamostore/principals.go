@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -160,12 +161,12 @@ var _ notify.SessionReclaimer = (*Store)(nil)
 // nothing when its partition has its session item alone (subscriptions,
 // stream heads and events, idempotency keys and mailbox messages are all
 // items of it).
-func (s *Store) IdleSessions(ctx context.Context, principal string, limit int) (ids []string, err error) {
+func (s *Store) IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) (ids []string, err error) {
 	defer wrap(&err, "dynamostore: IdleSessions(%.64q, %d)", principal, limit)
 	if err := notify.CheckCountSessions(principal, limit); err != nil {
 		return nil, err
 	}
-	now := toNanos(s.now())
+	now, by := toNanos(s.now()), toNanos(expiresBy)
 	var e expr
 	in := &dynamodb.QueryInput{
 		TableName:              s.table,
@@ -198,8 +199,10 @@ func (s *Store) IdleSessions(ctx context.Context, principal string, limit int) (
 		if len(ids) >= limit || scanned >= notify.MaxIdleSessionScan {
 			break
 		}
-		if en.exp <= now {
-			continue // expired, or extended: CountSessions brings it up to date
+		if en.exp <= now || en.exp > by {
+			// Expired or extended (CountSessions brings the entry up to
+			// date), or extended past expiresBy.
+			continue
 		}
 		scanned++
 		var p expr
@@ -215,7 +218,8 @@ func (s *Store) IdleSessions(ctx context.Context, principal string, limit int) (
 		if err != nil {
 			return nil, err
 		}
-		if len(res.Items) == 1 && getS(res.Items[0], attrSK) == metaSK && live(res.Items[0], now) && getS(res.Items[0], attrPrincipal) == principal {
+		if it := res.Items; len(it) == 1 && getS(it[0], attrSK) == metaSK && live(it[0], now) &&
+			getN(it[0], attrExp) <= by && getS(it[0], attrPrincipal) == principal {
 			ids = append(ids, en.id)
 		}
 	}

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/mcpush/mcpush/pkg/notify"
 )
@@ -43,9 +44,10 @@ func (s *Store) CountSessions(ctx context.Context, principal string, limit int) 
 var _ notify.SessionReclaimer = (*Store)(nil)
 
 // idleSessions lists the unexpired sessions of principal ?1 at ?2 that
-// own no row of another table, least recently extended first, up to ?3.
+// expire by ?4 and own no row of another table, least recently extended
+// first, up to ?3.
 const idleSessions = `SELECT id FROM sessions s
-	WHERE principal = ?1 AND expires_at > ?2
+	WHERE principal = ?1 AND expires_at > ?2 AND expires_at <= ?4
 	AND NOT EXISTS (SELECT 1 FROM subscriptions WHERE session_id = s.id)
 	AND NOT EXISTS (SELECT 1 FROM streams WHERE session_id = s.id)
 	AND NOT EXISTS (SELECT 1 FROM events WHERE session_id = s.id)
@@ -55,12 +57,12 @@ const idleSessions = `SELECT id FROM sessions s
 
 // IdleSessions implements notify.SessionReclaimer with one read over the
 // principal index.
-func (s *Store) IdleSessions(ctx context.Context, principal string, limit int) (ids []string, err error) {
+func (s *Store) IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) (ids []string, err error) {
 	defer wrap(&err, "sqlitestore: IdleSessions(%.64q, %d)", principal, limit)
 	if err := notify.CheckCountSessions(principal, limit); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, idleSessions, principal, toNanos(s.now()), limit)
+	rows, err := s.r.QueryContext(ctx, idleSessions, principal, toNanos(s.now()), limit, toNanos(expiresBy))
 	if err != nil {
 		return nil, err
 	}

@@ -104,8 +104,9 @@ func testSessionCount(t *testing.T, s *suite) {
 
 // testIdleSessions checks notify.SessionReclaimer: only a principal's
 // live sessions that hold nothing are idle (not one with a subscription,
-// a GET stream or another stream's events, or a mailbox message), least
-// recently extended first, up to the limit; from any Store on the same
+// a GET stream or another stream's events, or a mailbox message) and
+// that expire by the time given, least recently extended first, up to
+// the limit; from any Store on the same
 // database; bad arguments are refused.
 func testIdleSessions(t *testing.T, s *suite) {
 	st, dsn := s.storeDSN(t)
@@ -141,26 +142,30 @@ func testIdleSessions(t *testing.T, s *suite) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // "expiring" expires
-	check := func(sr notify.SessionReclaimer, principal string, limit int, want ...string) {
+	all := base.Add(2 * time.Hour)
+	check := func(sr notify.SessionReclaimer, principal string, by time.Time, limit int, want ...string) {
 		t.Helper()
-		got, err := sr.IdleSessions(ctx, principal, limit)
+		got, err := sr.IdleSessions(ctx, principal, by, limit)
 		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("IdleSessions(%q, %d) = %q, %v; want %q", principal, limit, got, err, want)
+			t.Errorf("IdleSessions(%q, %v, %d) = %q, %v; want %q", principal, by.Sub(base), limit, got, err, want)
 		}
 	}
-	check(sr, "alice", 10, "idle-early", "idle-mid", "idle-late")
-	check(other, "alice", 2, "idle-early", "idle-mid")
-	check(sr, "alice", 1, "idle-early")
-	check(sr, "bob", 10, "bob-idle")
-	check(sr, "carol", 10)
+	check(sr, "alice", all, 10, "idle-early", "idle-mid", "idle-late")
+	check(other, "alice", all, 2, "idle-early", "idle-mid")
+	check(sr, "alice", all, 1, "idle-early")
+	check(sr, "alice", base.Add(47*time.Minute), 10, "idle-early", "idle-mid") // idle-late expires later
+	check(sr, "alice", base.Add(40*time.Minute), 10, "idle-early")
+	check(sr, "alice", base.Add(39*time.Minute), 10)
+	check(sr, "bob", all, 10, "bob-idle")
+	check(sr, "carol", all, 10)
 	if err := st.DeleteSession(ctx, "idle-early"); err != nil {
 		t.Fatal(err)
 	}
-	check(other, "alice", 1, "idle-mid")
-	if _, err := sr.IdleSessions(ctx, "alice", 0); !wantErr(err, notify.ErrInvalid) {
+	check(other, "alice", all, 1, "idle-mid")
+	if _, err := sr.IdleSessions(ctx, "alice", all, 0); !wantErr(err, notify.ErrInvalid) {
 		t.Errorf("IdleSessions(limit 0) = %v, want ErrInvalid", err)
 	}
-	if _, err := sr.IdleSessions(ctx, strings.Repeat("p", notify.MaxURIBytes+1), 1); !wantErr(err, notify.ErrTooLarge) {
+	if _, err := sr.IdleSessions(ctx, strings.Repeat("p", notify.MaxURIBytes+1), all, 1); !wantErr(err, notify.ErrTooLarge) {
 		t.Errorf("IdleSessions(long principal) = %v, want ErrTooLarge", err)
 	}
 }
