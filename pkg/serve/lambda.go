@@ -36,7 +36,7 @@ const (
 // the Function URL's AuthType.
 const (
 	AuthIAM  = "iam"  // AWS_IAM: the signer's IAM ARN is the principal
-	AuthNone = "none" // NONE: every caller is the anonymous principal
+	AuthNone = "none" // NONE: callers are anonymous; their quotas count per source IP (mcp.StreamableHandler)
 )
 
 // LambdaOptions configure a LambdaHandler. The zero value serves a
