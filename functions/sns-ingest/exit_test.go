@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -116,5 +117,36 @@ func TestRunStoreExitCodes(t *testing.T) {
 	dynamoEnv(t, te, endpoint, table)
 	if code, out := te.run(t, "-topic", "t", "-message", "m", "-message-id", "m-1"); code != exitOK || out != `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`+"\n" {
 		t.Errorf("after the outage: exit %d, %q", code, out)
+	}
+}
+
+// TestRunStoreLocked: another process holds the SQLite file's write lock
+// the whole time (as a process frozen mid-transaction does): opening the
+// store times out, which is retryable, exit 3, not 2 (usage); once the
+// lock is released the same command goes through.
+func TestRunStoreLocked(t *testing.T) {
+	t.Parallel()
+	te := newTestEnv(t)
+	te.store(t).Close() // create the file and its schema
+	db, err := sql.Open("sqlite", "file:"+te.db+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`DELETE FROM sessions WHERE id = 'none'`); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := te.run(t, "-topic", "t", "-message", "m", "-message-id", "m-1"); code != exitRetry || out != "" || !strings.Contains(te.stderr.String(), "store unavailable") {
+		t.Errorf("with the write lock held: exit %d, stdout %q, stderr %s; want %d", code, out, te.stderr.String(), exitRetry)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := te.run(t, "-topic", "t", "-message", "m", "-message-id", "m-1"); code != exitOK || out != `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`+"\n" {
+		t.Errorf("after the lock was released: exit %d, %q", code, out)
 	}
 }
