@@ -167,6 +167,22 @@ func TestOpenChecksDynamoDB(t *testing.T) {
 		}
 	}
 
+	// No endpoint and no credentials, as a newcomer starts locally: the
+	// SDK would look for instance credentials and AWS's own endpoint. An
+	// error within the check's timeout that says how to set the endpoint
+	// (on a machine with AWS access, whatever AWS answers: still an error
+	// naming the table).
+	dynamoEnv(t, "")
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	err = openCheck(t, "dynamodb:mcpush-newcomer")
+	t.Logf("no endpoint: %v", err)
+	for _, want := range []string{`table "mcpush-newcomer"`, "region eu-west-3", "endpoint https://dynamodb.eu-west-3.amazonaws.com", "AWS_ENDPOINT_URL_DYNAMODB"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("no endpoint: Open = %v, want an error with %q", err, want)
+		}
+	}
+
 	// The table that exists passes the check.
 	dynamoEnv(t, endpoint)
 	st, err := storeconfig.Open(context.Background(), "dynamodb:"+table, &storeconfig.Options{CreateTable: true})
