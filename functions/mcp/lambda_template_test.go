@@ -66,6 +66,11 @@ func TestTemplateWiring(t *testing.T) {
 			t.Errorf("template.yaml lacks %q", want)
 		}
 	}
+	// Both functions check the table at start-up (storeconfig): without
+	// DescribeTable every init would fail with AccessDenied.
+	if n := strings.Count(string(tpl), "- dynamodb:DescribeTable"); n != 2 {
+		t.Errorf("template.yaml grants dynamodb:DescribeTable %d times, want 2 (both functions)", n)
+	}
 	for _, fn := range []string{"McpFunction", "IngestFunction"} {
 		if !strings.Contains(string(tpl), "  "+fn+":\n    Type: AWS::Serverless::Function\n    Metadata:\n      BuildMethod: makefile\n") {
 			t.Errorf("template.yaml: %s is not a BuildMethod: makefile function", fn)

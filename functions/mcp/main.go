@@ -160,7 +160,16 @@ func run(logger *slog.Logger) error {
 			return fmt.Errorf("MCPUSH_STATE_KEYS_SECRET: %w", err)
 		}
 	default:
-		logger.Warn("neither MCPUSH_STATE_KEYS nor MCPUSH_STATE_KEYS_SECRET is set: requestState keys are random per process, so a 2026-era retry must reach the same process")
+		// Shared through the store: every process on it verifies what
+		// the others sign.
+		sk, ok := store.(notify.SharedKeys)
+		if !ok {
+			logger.Warn("neither MCPUSH_STATE_KEYS nor MCPUSH_STATE_KEYS_SECRET is set, and the store keeps no shared keys: requestState keys are random per process, so a 2026-era retry must reach the same process")
+			break
+		}
+		if opts.StateKeys, err = statekeys.FromStore(ctx, sk); err != nil {
+			return err
+		}
 	}
 	if fix != nil {
 		fix.options(opts)

@@ -12,14 +12,16 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 )
 
 // Exit statuses of the CLI.
 const (
 	exitOK       = 0 // every record accepted or a duplicate
-	exitRejected = 1 // a record was rejected (see the summary's errors)
+	exitRejected = 1 // a record was rejected as malformed (see the summary's errors)
 	exitUsage    = 2 // bad flags, unreadable event, store configuration
+	exitRetry    = 3 // the store failed (busy, unreachable, timed out): run the same command again
 )
 
 // localARNPrefix makes the TopicArn of an event built from -topic.
@@ -30,8 +32,10 @@ const usage = `usage:
   sns-ingest -topic T -message M [-subject S] [-message-id ID]
                                publish one message to topic T (a name or an SNS topic ARN)
 
-Prints one line of JSON: {"accepted":N,"duplicates":N,"rejected":N[,"errors":[...]]}.
-Exit status: 0 all records stored, 1 a record was rejected, 2 usage or configuration error.
+Prints one line of JSON: {"accepted":N,"duplicates":N,"rejected":N,"failed":N[,"errors":[...]]}.
+Exit status: 0 all records stored, 1 a record was rejected as malformed, 2 usage or
+configuration error, 3 the store failed (busy, unreachable, timed out; nothing is lost by
+running the same command again: what went through is then a duplicate).
 Environment: MCPUSH_STORE (default sqlite:.mcpush/mcpush.db), MCPUSH_CREATE_TABLE=1,
 MCPUSH_STORE_STATS=DIR (diagnostic: write the store request counts to a file in DIR).
 
@@ -97,6 +101,9 @@ func run(ctx context.Context, args []string, e *env) int {
 	store, err := openStore(ctx, e.getenv, e.logger)
 	if err != nil {
 		e.logger.Error("sns-ingest: opening the store", "err", err)
+		if errors.Is(err, notify.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+			return exitRetry
+		}
 		return exitUsage
 	}
 	defer store.Close()
@@ -109,7 +116,10 @@ func run(ctx context.Context, args []string, e *env) int {
 		e.logger.Error("sns-ingest: writing the summary", "err", err)
 		return exitUsage
 	}
-	if sum.Rejected > 0 {
+	switch {
+	case sum.Failed > 0:
+		return exitRetry
+	case sum.Rejected > 0:
 		return exitRejected
 	}
 	return exitOK

@@ -4,15 +4,19 @@
 // tools, resources and prompts. See package ingest for the message format.
 //
 // In Lambda (AWS_LAMBDA_RUNTIME_API set) it handles events.SNSEvent: an
-// invocation fails when a record was rejected, so that SNS retries it and
-// finally sends it to the dead-letter queue. Elsewhere it is a CLI:
+// invocation fails when a record was rejected as malformed or failed in
+// the store, so that SNS retries it and finally sends it to the
+// dead-letter queue, with an error message that says which (a store
+// failure alone is an ingest.StoreFailure). A store that fails its
+// start-up check is an init error (docs/lambda.md). Elsewhere it is a CLI:
 //
 //	sns-ingest -event FILE            # an SNS event JSON as Lambda delivers it; - for stdin
 //	sns-ingest -topic T -message M [-subject S] [-message-id ID]
 //
 // The CLI prints one line of JSON, the ingest.Summary, and exits 0 when
-// every record went through, 1 when a record was rejected, 2 on a usage or
-// configuration error. Logs are JSON on stderr in both modes.
+// every record went through, 1 when a record was rejected as malformed, 2
+// on a usage or configuration error, 3 when the store failed (busy,
+// unreachable, timed out: running the same command again is safe). Logs are JSON on stderr in both modes.
 //
 // Environment: MCPUSH_STORE (sqlite:PATH or dynamodb:TABLE; default
 // sqlite:.mcpush/mcpush.db) and MCPUSH_CREATE_TABLE=1 (create a missing
@@ -42,10 +46,13 @@ import (
 
 func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
+	if api := os.Getenv("AWS_LAMBDA_RUNTIME_API"); api != "" {
 		store, err := openStore(context.Background(), os.Getenv, logger)
 		if err != nil {
 			logger.Error("sns-ingest: opening the store", "err", err)
+			if rerr := serve.ReportInitError(api, err); rerr != nil {
+				logger.Error("reporting the init error", "err", rerr)
+			}
 			os.Exit(1)
 		}
 		in := ingest.New(store, &ingest.Options{Logger: logger, Tools: registryTools(os.Getenv)})

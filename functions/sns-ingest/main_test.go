@@ -133,14 +133,14 @@ func TestRunFixtures(t *testing.T) {
 		wantCode int
 		want     string
 	}{
-		{"event.json", 0, `{"accepted":1,"duplicates":0,"rejected":0}`},
-		{"registry.json", 0, `{"accepted":1,"duplicates":0,"rejected":0}`},
-		{"plain-text.json", 0, `{"accepted":1,"duplicates":0,"rejected":0}`},
-		{"duplicate.json", 0, `{"accepted":1,"duplicates":1,"rejected":0}`},
-		{"batch-with-bad-record.json", 1, `{"accepted":2,"duplicates":0,"rejected":1,"errors":["4b5c6d7e-8f9a-5b0c-9d1e-2f3a4b5c6d7e: ` +
+		{"event.json", 0, `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`},
+		{"registry.json", 0, `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`},
+		{"plain-text.json", 0, `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`},
+		{"duplicate.json", 0, `{"accepted":1,"duplicates":1,"rejected":0,"failed":0}`},
+		{"batch-with-bad-record.json", 1, `{"accepted":2,"duplicates":0,"rejected":1,"failed":0,"errors":["4b5c6d7e-8f9a-5b0c-9d1e-2f3a4b5c6d7e: ` +
 			`invalid SNS message: op: unknown op \"upsert\" (want \"put\", \"delete\" or \"replace\")"]}`},
-		{"event.json", 0, `{"accepted":0,"duplicates":1,"rejected":0}`},
-		{"batch-with-bad-record.json", 1, `{"accepted":0,"duplicates":2,"rejected":1,"errors":["4b5c6d7e-8f9a-5b0c-9d1e-2f3a4b5c6d7e: ` +
+		{"event.json", 0, `{"accepted":0,"duplicates":1,"rejected":0,"failed":0}`},
+		{"batch-with-bad-record.json", 1, `{"accepted":0,"duplicates":2,"rejected":1,"failed":0,"errors":["4b5c6d7e-8f9a-5b0c-9d1e-2f3a4b5c6d7e: ` +
 			`invalid SNS message: op: unknown op \"upsert\" (want \"put\", \"delete\" or \"replace\")"]}`},
 	} {
 		code, out := te.run(t, "-event", filepath.Join("testdata", tc.file))
@@ -188,16 +188,16 @@ func TestRunTopicMessage(t *testing.T) {
 		wantCode int
 		want     string
 	}{
-		{[]string{"-topic", "alerts", "-message", "disk full"}, 0, `{"accepted":1,"duplicates":0,"rejected":0}`},
-		{[]string{"-topic", "alerts", "-message", "disk full"}, 0, `{"accepted":1,"duplicates":0,"rejected":0}`}, // a new random MessageId
-		{[]string{"-topic", "alerts", "-message", "x", "-message-id", "fixed-1", "-subject", "s"}, 0, `{"accepted":1,"duplicates":0,"rejected":0}`},
-		{[]string{"-topic", "alerts", "-message", "x", "-message-id", "fixed-1"}, 0, `{"accepted":0,"duplicates":1,"rejected":0}`},
-		{[]string{"-topic", "arn:aws:sns:eu-west-1:123456789012:builds", "-message", `{"ok":true}`}, 0, `{"accepted":1,"duplicates":0,"rejected":0}`},
-		{[]string{"-topic", "ignored", "-message", `{"type":"event","topic":"orders","data":{"id":7}}`}, 0, `{"accepted":1,"duplicates":0,"rejected":0}`},
+		{[]string{"-topic", "alerts", "-message", "disk full"}, 0, `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`},
+		{[]string{"-topic", "alerts", "-message", "disk full"}, 0, `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`}, // a new random MessageId
+		{[]string{"-topic", "alerts", "-message", "x", "-message-id", "fixed-1", "-subject", "s"}, 0, `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`},
+		{[]string{"-topic", "alerts", "-message", "x", "-message-id", "fixed-1"}, 0, `{"accepted":0,"duplicates":1,"rejected":0,"failed":0}`},
+		{[]string{"-topic", "arn:aws:sns:eu-west-1:123456789012:builds", "-message", `{"ok":true}`}, 0, `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`},
+		{[]string{"-topic", "ignored", "-message", `{"type":"event","topic":"orders","data":{"id":7}}`}, 0, `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`},
 		{[]string{"-topic", "alerts", "-message", `{"type":"event","topic":"orders"`, "-message-id", "trunc"}, 1,
-			`{"accepted":0,"duplicates":0,"rejected":1,"errors":["trunc: invalid SNS message: invalid JSON at byte 32 of 32: unexpected end of JSON input"]}`},
+			`{"accepted":0,"duplicates":0,"rejected":1,"failed":0,"errors":["trunc: invalid SNS message: invalid JSON at byte 32 of 32: unexpected end of JSON input"]}`},
 		{[]string{"-topic", "alerts", "-message", `{"type":"registry","registry":"tools","op":"put","items":[{"name":"nope"}]}`, "-message-id", "tool"}, 1,
-			`{"accepted":0,"duplicates":0,"rejected":1,"errors":["tool: invalid SNS message: items[0].name: unknown tool \"nope\" ` +
+			`{"accepted":0,"duplicates":0,"rejected":1,"failed":0,"errors":["tool: invalid SNS message: items[0].name: unknown tool \"nope\" ` +
 				`(a registry item may only change these tools: events_recent, events_wait, session_info, topics_list)"]}`},
 	} {
 		code, out := te.run(t, tc.args...)
@@ -234,7 +234,7 @@ func TestRunStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	te.stdin = bytes.NewReader(b)
-	if code, out := te.run(t, "-event", "-"); code != 0 || out != `{"accepted":1,"duplicates":1,"rejected":0}`+"\n" {
+	if code, out := te.run(t, "-event", "-"); code != 0 || out != `{"accepted":1,"duplicates":1,"rejected":0,"failed":0}`+"\n" {
 		t.Errorf("sns-ingest -event - = %d, %q", code, out)
 	}
 }
@@ -303,8 +303,8 @@ func TestMainCLI(t *testing.T) {
 		wantCode int
 		want     string
 	}{
-		{[]string{"-event", "testdata/event.json"}, 0, `{"accepted":1,"duplicates":0,"rejected":0}`},
-		{[]string{"-event", "testdata/batch-with-bad-record.json"}, 1, `{"accepted":2,"duplicates":0,"rejected":1,"errors":`},
+		{[]string{"-event", "testdata/event.json"}, 0, `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`},
+		{[]string{"-event", "testdata/batch-with-bad-record.json"}, 1, `{"accepted":2,"duplicates":0,"rejected":1,"failed":0,"errors":`},
 		{[]string{"-topic", "t"}, 2, ``},
 	} {
 		var stdout, stderr bytes.Buffer
@@ -427,7 +427,7 @@ func TestMainLambda(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("results = %+v, want 2\nstderr:\n%s", got, stderr.String())
 	}
-	if want := (result{"req-0/response", `{"accepted":1,"duplicates":0,"rejected":0}`}); got[0] != want {
+	if want := (result{"req-0/response", `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`}); got[0] != want {
 		t.Errorf("first invocation: %+v, want %+v", got[0], want)
 	}
 	var lambdaErr struct {
@@ -435,7 +435,7 @@ func TestMainLambda(t *testing.T) {
 		ErrorType    string `json:"errorType"`
 	}
 	if got[1].path != "req-1/error" || json.Unmarshal([]byte(got[1].body), &lambdaErr) != nil ||
-		lambdaErr.ErrorMessage != "ingest: 1 of 3 SNS records rejected: 4b5c6d7e-8f9a-5b0c-9d1e-2f3a4b5c6d7e" {
+		lambdaErr.ErrorMessage != "ingest: 1 of 3 SNS records rejected as malformed: 4b5c6d7e-8f9a-5b0c-9d1e-2f3a4b5c6d7e" {
 		t.Errorf("second invocation: %+v, want an error naming the rejected record\nstderr:\n%s", got[1], stderr.String())
 	}
 

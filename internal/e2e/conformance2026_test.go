@@ -32,3 +32,28 @@ func TestConformance2026(t *testing.T) {
 		})
 	}
 }
+
+// TestConformance2026NoKey runs the 2026-07-28 requirement set against
+// three processes sharing one SQLite file behind the round-robin proxy
+// with no MCPUSH_STATE_KEYS, as a newcomer starts them: they share a
+// requestState key through the store, so every multi round-trip retry
+// that lands on another process verifies there. No process warns about
+// its key.
+func TestConformance2026NoKey(t *testing.T) {
+	suite := Suite2026()
+	requireSuite(t, suite)
+	c := StartCluster(t, instances, &ClusterOptions{
+		Env:       append(SQLiteStore().Env(t), "MCPUSH_FIXTURES=conformance"),
+		ReadyPath: "/healthz",
+	})
+	p := NewProxy(t, c.BaseURLs()...)
+	ctx, cancel := context.WithTimeout(t.Context(), suiteTimeout)
+	defer cancel()
+	RunConformance(ctx, t, suite, p.URL+"/mcp", "").Require(t)
+	requireSpread(t, p)
+	for i, proc := range c.procs {
+		if proc.log.Contains("MCPUSH_STATE_KEYS") {
+			t.Errorf("process %d logged about MCPUSH_STATE_KEYS on a default start", i)
+		}
+	}
+}

@@ -6,10 +6,18 @@
 // request in flight: sandboxes that started before the rotation verify
 // what new ones sign, and the other way round. The mcp function reads the
 // secret once per cold start (template.yaml generates it at deploy time).
+//
+// Without a configured key, FromStore shares one through the store
+// (notify.SharedKeys): the first process generates it, every process that
+// shares the store reads it, so a retry that lands on another process
+// still verifies. Anyone who can read the store can read that key, and it
+// never rotates: a secret stays the recommendation in AWS.
 package statekeys
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 
@@ -17,7 +25,26 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
 )
+
+// StoreKeyName is the notify.SharedKeys name of the requestState key
+// FromStore shares.
+const StoreKeyName = "mcp.requestState"
+
+// FromStore returns the requestState key shared through the store: the
+// one stored under StoreKeyName, or, when there is none yet, 32 random
+// bytes (base64) that it stores first with a conditional put, so that
+// processes starting at once agree. One store write at start-up.
+func FromStore(ctx context.Context, store notify.SharedKeys) ([][]byte, error) {
+	b := make([]byte, 32)
+	rand.Read(b)
+	v, err := store.SharedKey(ctx, StoreKeyName, []byte(base64.RawURLEncoding.EncodeToString(b)))
+	if err != nil {
+		return nil, fmt.Errorf("reading the requestState key from the store: %w", err)
+	}
+	return mcp.ParseStateKeys(string(v))
+}
 
 // SecretsClient is the one Secrets Manager call Load makes;
 // *secretsmanager.Client implements it.

@@ -2,6 +2,7 @@ package statekeys_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/mcpush/mcpush/internal/moto"
 	"github.com/mcpush/mcpush/internal/statekeys"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
 
 func TestLoad(t *testing.T) {
@@ -53,5 +55,38 @@ func TestLoad(t *testing.T) {
 	}
 	if _, err := statekeys.Load(ctx, c, "mcpush-no-such-secret"); err == nil {
 		t.Error("Load of a missing secret succeeded")
+	}
+}
+
+// TestFromStore: processes that share a store (two Stores on one SQLite
+// file) get the same key with no configuration, and it is a valid key.
+func TestFromStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "mcpush.db")
+	var got [][][]byte
+	for range 2 {
+		st, err := sqlitestore.New(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		keys, err := statekeys.FromStore(t.Context(), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, keys)
+	}
+	if len(got[0]) != 1 || len(got[0][0]) < 32 {
+		t.Fatalf("FromStore = %q, want one key of at least 32 characters", got[0])
+	}
+	if diff := cmp.Diff(got[0], got[1]); diff != "" {
+		t.Errorf("the second process's key differs (-first +second):\n%s", diff)
+	}
+	other, err := sqlitestore.New(filepath.Join(t.TempDir(), "other.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if keys, err := statekeys.FromStore(t.Context(), other); err != nil || cmp.Equal(keys, got[0]) {
+		t.Errorf("another store's key = %q, %v; want a key of its own", keys, err)
 	}
 }

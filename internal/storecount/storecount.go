@@ -13,6 +13,8 @@ package storecount
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -28,7 +30,7 @@ import (
 var reads = map[string]bool{
 	"GetSession": true, "ReadEvents": true, "GetMessage": true, "Subscribers": true,
 	"ReadTopicEvents": true, "Topics": true, "GetRegistry": true, "RegistryHashes": true,
-	"CountSessions": true,
+	"CountSessions": true, "IdleSessions": true,
 }
 
 // IsRead reports whether the counted operation op only reads.
@@ -165,6 +167,30 @@ type store struct {
 	notify.Store
 	c     *Counter
 	close func() error
+}
+
+// SharedKey implements notify.SharedKeys for every counted store: it
+// passes the call on to the inner store, or returns errors.ErrUnsupported
+// when that has none.
+func (s *store) SharedKey(ctx context.Context, name string, value []byte) ([]byte, error) {
+	sk, ok := s.Store.(notify.SharedKeys)
+	if !ok {
+		return nil, fmt.Errorf("storecount: the store keeps no shared keys: %w", errors.ErrUnsupported)
+	}
+	s.c.add("SharedKey")
+	return sk.SharedKey(ctx, name, value)
+}
+
+// IdleSessions implements notify.SessionReclaimer for every counted
+// store: it passes the call on to the inner store, or returns
+// errors.ErrUnsupported when that has none.
+func (s *store) IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) ([]string, error) {
+	sr, ok := s.Store.(notify.SessionReclaimer)
+	if !ok {
+		return nil, fmt.Errorf("storecount: the store reclaims no sessions: %w", errors.ErrUnsupported)
+	}
+	s.c.add("IdleSessions")
+	return sr.IdleSessions(ctx, principal, expiresBy, limit)
 }
 
 func (s *store) Close() error {

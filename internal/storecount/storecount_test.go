@@ -24,6 +24,7 @@ var isRead = map[string]bool{
 	"AppendTopicEvent": false, "ReadTopicEvents": true, "Topics": true,
 	"ApplyRegistry": false, "GetRegistry": true, "RegistryHashes": true,
 	"CountInWindow": false, "CountSessions": true,
+	"SharedKey": false, "IdleSessions": true,
 }
 
 // inner is a store whose every method panics (a nil notify.Store and
@@ -32,6 +33,8 @@ type inner struct {
 	notify.Store
 	notify.RateCounter
 	notify.SessionCounter
+	notify.SharedKeys
+	notify.SessionReclaimer
 }
 
 // TestWrapCountsEveryMethod calls every method of notify.Store,
@@ -47,6 +50,8 @@ func TestWrapCountsEveryMethod(t *testing.T) {
 		reflect.TypeFor[notify.Store](),
 		reflect.TypeFor[notify.RateCounter](),
 		reflect.TypeFor[notify.SessionCounter](),
+		reflect.TypeFor[notify.SharedKeys](),
+		reflect.TypeFor[notify.SessionReclaimer](),
 	} {
 		for m := range iface.Methods() {
 			if m.Name == "Close" {

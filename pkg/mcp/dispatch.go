@@ -164,8 +164,24 @@ func (s *Server) updateSession(ctx context.Context, ss *ServerSession, f func(*n
 // touch extends an idle session's expiry, at most once per half timeout,
 // so that a busy session costs no write per request.
 func (s *Server) touch(ctx context.Context, ss *ServerSession) {
+	s.touchWithin(ctx, ss, s.opts.SessionIdleTimeout/2)
+}
+
+// touchRequest is touch for a client request: it extends the expiry once
+// its remaining time is activityGranularity short of the whole timeout,
+// so that the expiry tells when the session last served a request, to
+// within activityGranularity, and a session in use is never reclaimed
+// (reclaimSession). That costs one write per session per
+// activityGranularity of requests.
+func (s *Server) touchRequest(ctx context.Context, ss *ServerSession) {
+	s.touchWithin(ctx, ss, s.opts.SessionIdleTimeout-activityGranularity)
+}
+
+// touchWithin extends the session's expiry to a whole idle timeout from
+// now when no more than remaining is left of it.
+func (s *Server) touchWithin(ctx context.Context, ss *ServerSession, remaining time.Duration) {
 	now := s.opts.Now()
-	if ss.state.ExpiresAt.Sub(now) > s.opts.SessionIdleTimeout/2 {
+	if ss.state.ExpiresAt.Sub(now) > remaining {
 		return
 	}
 	err := s.updateSession(ctx, ss, func(st *notify.Session) { st.ExpiresAt = now.Add(s.opts.SessionIdleTimeout) })

@@ -6,16 +6,22 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+
+	"github.com/mcpush/mcpush/pkg/notify"
 )
 
 // internalError logs err (with msg and attrs) under a new error id and
 // returns the JSON-RPC error the client gets instead: CodeInternalError
 // with the id, never err's text, which may name tables, files or AWS
-// request details. The id ("errorId" in the log record and in the error's
+// request details; for a store that was unavailable (notify.ErrUnavailable)
+// an unavailableError, which the client should retry. The id ("errorId" in the log record and in the error's
 // data) lets an operator find the record from what a user reports.
 func (s *Server) internalError(ctx context.Context, msg string, err error, attrs ...any) *Error {
 	id := newErrorID()
 	s.log.ErrorContext(ctx, msg, append(attrs, "err", err, "errorId", id)...)
+	if errors.Is(err, notify.ErrUnavailable) {
+		return unavailableError(id)
+	}
 	data, _ := json.Marshal(map[string]string{"errorId": id})
 	return &Error{Code: CodeInternalError, Message: "internal error (id " + id + ")", Data: data}
 }

@@ -491,7 +491,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, h.srv.internalError(ctx, "opening listen stream", err)))
+		h.storeFailureID(ctx, w, m.ID, err, "opening listen stream")
 		return
 	}
 	parked := false

@@ -34,8 +34,7 @@ func (h *StreamableHandler) checkResume(ctx context.Context, w http.ResponseWrit
 			httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
 			return false
 		}
-		h.srv.log.ErrorContext(ctx, "reading stream log", "session", ss.ID(), "err", err)
-		httpError(w, http.StatusInternalServerError, CodeInternalError, "internal error: reading stream log")
+		h.storeFailureID(ctx, w, nil, err, "reading stream log", "session", ss.ID())
 		return false
 	}
 	ok := len(evs) > 0

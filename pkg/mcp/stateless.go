@@ -294,11 +294,6 @@ func (o *statelessOut) finish(resp []byte) {
 	case resp == nil:
 		o.w.WriteHeader(http.StatusAccepted)
 	default:
-		status := http.StatusOK
-		var m Message
-		if json.Unmarshal(resp, &m) == nil && m.Error != nil {
-			status = httpStatus(m.Error)
-		}
-		writeJSON(o.w, status, resp)
+		writeJSON(o.w, responseStatus(o.w, resp, true), resp)
 	}
 }

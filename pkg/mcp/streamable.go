@@ -171,7 +171,7 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		authFailure(w, err)
 		return
 	}
-	if ok, retry := h.rate.allow(r.Context(), "req/"+principal, h.srv.opts.Limits.MaxRequestsPerMinute, time.Minute); !ok {
+	if ok, retry := h.rate.allow(r.Context(), "req/"+quotaPrincipal(r, principal), h.srv.opts.Limits.MaxRequestsPerMinute, time.Minute); !ok {
 		rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxRequestsPerMinute))+" requests per minute")
 		return
 	}
@@ -288,7 +288,7 @@ func (h *StreamableHandler) session(w http.ResponseWriter, r *http.Request, prin
 		h.storeFailure(w, r, err, "loading session", "session", id)
 		return nil
 	}
-	if st.Principal != principal {
+	if !ownedBy(st.Principal, principal) {
 		// Not 403: another principal must not learn that the session exists.
 		httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
 		return nil
@@ -369,14 +369,17 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 				h.initializeError(w, r, m, err)
 				return
 			}
-			if ok, retry := h.rate.allow(r.Context(), "sessions/"+principal, h.srv.opts.Limits.MaxSessionsPerHour, time.Hour); !ok {
+			// An anonymous client's session belongs to, and counts
+			// against, its address.
+			owner := quotaPrincipal(r, principal)
+			if ok, retry := h.rate.allow(r.Context(), "sessions/"+owner, h.srv.opts.Limits.MaxSessionsPerHour, time.Hour); !ok {
 				rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxSessionsPerHour))+" new sessions per hour")
 				return
 			}
-			if !h.allowSession(r.Context(), w, principal) {
+			if !h.allowSession(r.Context(), w, owner) {
 				return
 			}
-			h.serveInitialize(w, r, principal, m)
+			h.serveInitialize(w, r, owner, m)
 			return
 		}
 	}
@@ -420,11 +423,11 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 				httpError(w, http.StatusRequestEntityTooLarge, CodeInvalidRequest, "Request Entity Too Large: "+err.Error())
 				return
 			}
-			writeError(w, http.StatusInternalServerError, h.srv.internalError(ctx, "handling client message", err, "session", ss.ID(), "method", m.Method))
+			h.storeFailure(w, r, err, "handling client message", "session", ss.ID(), "method", m.Method)
 			return
 		}
 	}
-	h.srv.touch(ctx, ss)
+	h.srv.touchRequest(ctx, ss)
 	if len(requests) == 0 && len(badOut) == 0 {
 		w.WriteHeader(http.StatusAccepted)
 		return
@@ -481,8 +484,9 @@ func (h *StreamableHandler) initializeError(w http.ResponseWriter, r *http.Reque
 		rpcErr = Errorf(CodeInvalidParams, "invalid params: the session profile is too large to store")
 		status = http.StatusRequestEntityTooLarge
 	} else if !errors.As(err, &rpcErr) {
-		rpcErr = h.srv.internalError(r.Context(), "initialize failed", err)
-		status = http.StatusInternalServerError
+		// A store failure: 503, retry.
+		h.storeFailureID(r.Context(), w, m.ID, err, "initialize failed")
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -671,8 +675,7 @@ func (o *outStream) finish(ctx context.Context, resp []byte) {
 	case !o.isSSE && !o.wireGone && resp == nil:
 		o.w.WriteHeader(http.StatusAccepted)
 	case !o.isSSE && !o.wireGone:
-		o.w.Header().Set("Content-Type", "application/json")
-		o.w.Write(resp)
+		writeJSON(o.w, responseStatus(o.w, resp, false), resp)
 	case o.isSSE && resp != nil:
 		o.emitLocked(ctx, resp)
 	}

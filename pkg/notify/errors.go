@@ -18,4 +18,11 @@ var (
 	// ErrInvalid reports an argument the store refuses (empty key, bad
 	// registry kind, ...). Nothing is stored.
 	ErrInvalid = errors.New("notify: invalid argument")
+	// ErrUnavailable reports a store that could not serve the call now:
+	// busy (an SQLite write lock held by another process past the busy
+	// timeout), throttled, unreachable or timed out. Nothing is known to
+	// be stored; the same call may succeed later, so callers answer
+	// "retry" (HTTP 503 with Retry-After, a retryable exit status, a
+	// failed Lambda invocation that SNS delivers again), never "invalid".
+	ErrUnavailable = errors.New("notify: store unavailable")
 )

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // SessionCounter counts the live sessions of a principal, shared by every
@@ -31,3 +32,26 @@ func CheckCountSessions(principal string, limit int) error {
 	}
 	return nil
 }
+
+// SessionReclaimer finds sessions that a principal at its live-session
+// bound may give up for a new one: sessions that hold nothing but their
+// profile, as clients that never DELETE leave them behind. Both stores
+// implement it; the server decides when to reclaim (at the bound, one
+// session per new one, so the bound still holds for sessions in use).
+// Safe for concurrent use by many processes.
+type SessionReclaimer interface {
+	// IdleSessions returns up to limit live sessions of principal that
+	// expire no later than expiresBy and hold nothing: no subscription,
+	// no stream (no GET stream opened, no response streamed, no event
+	// logged for it), no Append idempotency key, no mailbox message;
+	// least recently extended (ExpiresAt) first. A store may examine only the
+	// MaxIdleSessionScan least recently extended sessions, and so
+	// return fewer. A limit < 1 is ErrInvalid; a principal over
+	// MaxURIBytes is ErrTooLarge.
+	IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) ([]string, error)
+}
+
+// MaxIdleSessionScan is how many of a principal's least recently extended
+// sessions SessionReclaimer.IdleSessions examines at most, where that
+// costs a read each (DynamoDB).
+const MaxIdleSessionScan = 10

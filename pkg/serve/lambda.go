@@ -37,7 +37,7 @@ const (
 // the Function URL's AuthType.
 const (
 	AuthIAM  = "iam"  // AWS_IAM: the signer's IAM ARN is the principal
-	AuthNone = "none" // NONE: every caller is the anonymous principal
+	AuthNone = "none" // NONE: callers are anonymous; their quotas count per source IP (mcp.StreamableHandler)
 	// AuthOAuth: the Function URL's AuthType is NONE and the server is an
 	// OAuth 2.1 resource server (package oauth): a bearer token's
 	// issuer#subject is the principal.

@@ -1,9 +1,11 @@
 package dynamostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -148,4 +150,78 @@ func (s *Store) batchWrite(ctx context.Context, reqs []types.WriteRequest) error
 		}
 	}
 	return nil
+}
+
+var _ notify.SessionReclaimer = (*Store)(nil)
+
+// IdleSessions implements notify.SessionReclaimer: one Query of the
+// principal's index, then, least recently extended first (by the expiry
+// its entry recorded) and for at most notify.MaxIdleSessionScan sessions,
+// one Query of two items of the session's partition: a session holds
+// nothing when its partition has its session item alone (subscriptions,
+// stream heads and events, idempotency keys and mailbox messages are all
+// items of it).
+func (s *Store) IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) (ids []string, err error) {
+	defer wrap(&err, "dynamostore: IdleSessions(%.64q, %d)", principal, limit)
+	if err := notify.CheckCountSessions(principal, limit); err != nil {
+		return nil, err
+	}
+	now, by := toNanos(s.now()), toNanos(expiresBy)
+	var e expr
+	in := &dynamodb.QueryInput{
+		TableName:              s.table,
+		ConsistentRead:         consistent,
+		KeyConditionExpression: aws.String(e.n(attrPK) + " = " + e.v(avS(principalPK(principal)))),
+		ProjectionExpression:   aws.String(e.n(attrSID) + ", " + e.n(attrSessExp)),
+	}
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
+	type entry struct {
+		id  string
+		exp int64
+	}
+	var entries []entry
+	for {
+		res, err := s.api.Query(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range res.Items {
+			entries = append(entries, entry{getS(it, attrSID), getN(it, attrSessExp)})
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+	slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(a.exp, b.exp) })
+	scanned := 0
+	for _, en := range entries {
+		if len(ids) >= limit || scanned >= notify.MaxIdleSessionScan {
+			break
+		}
+		if en.exp <= now || en.exp > by {
+			// Expired or extended (CountSessions brings the entry up to
+			// date), or extended past expiresBy.
+			continue
+		}
+		scanned++
+		var p expr
+		q := &dynamodb.QueryInput{
+			TableName:              s.table,
+			ConsistentRead:         consistent,
+			KeyConditionExpression: aws.String(p.n(attrPK) + " = " + p.v(avS(sessPK(en.id)))),
+			ProjectionExpression:   aws.String(p.n(attrSK) + ", " + p.n(attrExp) + ", " + p.n(attrPrincipal)),
+			Limit:                  aws.Int32(2),
+		}
+		q.ExpressionAttributeNames, q.ExpressionAttributeValues = p.namesOrNil(), p.valuesOrNil()
+		res, err := s.api.Query(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		if it := res.Items; len(it) == 1 && getS(it[0], attrSK) == metaSK && live(it[0], now) &&
+			getN(it[0], attrExp) <= by && getS(it[0], attrPrincipal) == principal {
+			ids = append(ids, en.id)
+		}
+	}
+	return ids, nil
 }

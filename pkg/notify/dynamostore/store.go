@@ -24,6 +24,7 @@
 //	R               <kind>              registry items and hash
 //	R               #hashes             every registry's hash, for RegistryHashes
 //	R               m#<kind>#<msg id>   registry message id (idempotency)
+//	K               <name>              shared key (notify.SharedKeys)
 //
 // Everything a session owns shares its partition, so DeleteSession finds it
 // with one Query; the session item, its subscriptions and the head of its
@@ -95,6 +96,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
@@ -479,11 +481,30 @@ func (km *keyedMutex) lock(ctx context.Context, k string) (unlock func(), err er
 }
 
 // wrap adds context to a non-nil *errp, keeping it inspectable with
-// errors.Is and errors.As.
+// errors.Is and errors.As, and marks a throttled, unreachable or timed-out
+// call notify.ErrUnavailable (see unavailable).
 func wrap(errp *error, format string, args ...any) {
 	if *errp != nil {
-		*errp = fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), *errp)
+		*errp = fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), unavailable(*errp))
 	}
+}
+
+// unavailable marks err notify.ErrUnavailable when the SDK's own retry
+// policy calls it transient (throttling, 5xx, a connection or timeout
+// error) or when the SDK gave up retrying it: the same call may succeed
+// later.
+func unavailable(err error) error {
+	switch {
+	case err == nil, errors.Is(err, notify.ErrUnavailable), errors.Is(err, context.Canceled):
+		return err
+	}
+	var maxAttempts *retry.MaxAttemptsError
+	if errors.As(err, &maxAttempts) || errors.Is(err, context.DeadlineExceeded) ||
+		retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary ||
+		retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err) == aws.TrueTernary {
+		return fmt.Errorf("%w: %w", notify.ErrUnavailable, err)
+	}
+	return err
 }
 
 func invalid(format string, args ...any) error {

@@ -108,8 +108,14 @@ func TestHandleRetryCompletesFanOut(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "m1") {
 		t.Fatalf("Handle error = %v, want one naming m1", err)
 	}
-	if sum.Rejected != 1 || len(sum.Errors) != 1 || !strings.Contains(sum.Errors[0], "1 of 2 batches") || !strings.Contains(sum.Errors[0], errInjected.Error()) {
-		t.Errorf("summary = %+v, want m1 rejected for one batch of two", sum)
+	// A store failure, not a malformed message: Lambda's error type and
+	// message say so, and it is notify.ErrUnavailable.
+	var sf *StoreFailure
+	if !errors.As(err, &sf) || !errors.Is(err, notify.ErrUnavailable) || !strings.Contains(err.Error(), "failed in the store") || strings.Contains(err.Error(), "rejected") {
+		t.Errorf("Handle error = %T %v, want a *StoreFailure that is ErrUnavailable", err, err)
+	}
+	if sum.Failed != 1 || sum.Rejected != 0 || len(sum.Errors) != 1 || !strings.Contains(sum.Errors[0], "1 of 2 batches") || !strings.Contains(sum.Errors[0], errInjected.Error()) {
+		t.Errorf("summary = %+v, want m1 failed (a store failure, not a rejection) for one batch of two", sum)
 	}
 	if !strings.Contains(logs.String(), `"firstSession":"sess-0-gone"`) {
 		t.Errorf("the failed batch is not logged:\n%s", logs.String())

@@ -85,7 +85,7 @@ func New(store Store, opts *Options) *Ingester {
 }
 
 // Summary counts what Handle did with the records of one SNS event.
-// Accepted + Duplicates + Rejected is the number of records.
+// Accepted + Duplicates + Rejected + Failed is the number of records.
 type Summary struct {
 	// Accepted records were stored now: a new topic event, or a registry
 	// change applied.
@@ -98,23 +98,33 @@ type Summary struct {
 	// kept, and each is logged as a warning. SNS redelivers a message
 	// unchanged, so a conflict is a publisher reusing a MessageId.
 	Conflicts int `json:"conflicts,omitempty"`
-	// Rejected records failed: refused by Parse (nothing of them is
-	// stored), or a store or fan-out error (a retry completes them).
+	// Rejected records are malformed: refused by Parse, or refused by the
+	// store as invalid or too large (notify.ErrInvalid, ErrTooLarge).
+	// Nothing of them is stored, and delivering them again cannot
+	// succeed.
 	Rejected int `json:"rejected"`
-	// Errors has one "<MessageId>: <error>" line per rejected record.
+	// Failed records met a store failure (an outage, throttling, a
+	// timeout, a failed fan-out): the message is fine, and delivering it
+	// again completes it (what went through is then a duplicate).
+	Failed int `json:"failed"`
+	// Errors has one "<MessageId>: <error>" line per rejected or failed
+	// record.
 	Errors []string `json:"errors,omitempty"`
 }
 
 // Handle processes every record of ev, in order, and returns what it did.
-// A failing record does not stop the others. If any record was rejected,
-// Handle also returns an error naming the rejected MessageIds: in Lambda
+// A failing record does not stop the others. If any record was rejected
+// or failed, Handle also returns an error naming their MessageIds, and
+// saying which were malformed and which met a store failure: in Lambda
 // that fails the invocation, so that SNS delivers the event again (the
 // records that went through are then duplicates) and, after its retries,
-// sends it to the dead-letter queue.
+// sends it to the dead-letter queue with that error as its message. A
+// store failure alone makes a *StoreFailure (errors.Is
+// notify.ErrUnavailable holds), never a message's rejection.
 func (in *Ingester) Handle(ctx context.Context, ev events.SNSEvent) (Summary, error) {
 	var (
-		sum      Summary
-		rejected []string
+		sum              Summary
+		rejected, failed []string
 	)
 	for i := range ev.Records {
 		sns := &ev.Records[i].SNS
@@ -124,12 +134,17 @@ func (in *Ingester) Handle(ctx context.Context, ev events.SNSEvent) (Summary, er
 		}
 		switch {
 		case err != nil:
-			sum.Rejected++
 			id := sns.MessageID
 			if checkMessageID(id) != nil {
 				id = fmt.Sprintf("Records[%d]", i)
 			}
-			rejected = append(rejected, id)
+			if IsRejection(err) {
+				sum.Rejected++
+				rejected = append(rejected, id)
+			} else {
+				sum.Failed++
+				failed = append(failed, id)
+			}
 			sum.Errors = append(sum.Errors, id+": "+err.Error())
 		case dup:
 			sum.Duplicates++
@@ -139,11 +154,43 @@ func (in *Ingester) Handle(ctx context.Context, ev events.SNSEvent) (Summary, er
 	}
 	in.logger.LogAttrs(ctx, slog.LevelInfo, "SNS event processed",
 		slog.Int("records", len(ev.Records)), slog.Int("accepted", sum.Accepted),
-		slog.Int("duplicates", sum.Duplicates), slog.Int("conflicts", sum.Conflicts), slog.Int("rejected", sum.Rejected))
-	if len(rejected) > 0 {
-		return sum, fmt.Errorf("ingest: %d of %d SNS records rejected: %s", len(rejected), len(ev.Records), strings.Join(rejected, ", "))
+		slog.Int("duplicates", sum.Duplicates), slog.Int("conflicts", sum.Conflicts), slog.Int("rejected", sum.Rejected),
+		slog.Int("failed", sum.Failed))
+	var msgs []string
+	if len(failed) > 0 {
+		msgs = append(msgs, fmt.Sprintf("%d of %d SNS records failed in the store (not malformed; a retry completes them): %s", len(failed), len(ev.Records), strings.Join(failed, ", ")))
 	}
-	return sum, nil
+	if len(rejected) > 0 {
+		msgs = append(msgs, fmt.Sprintf("%d of %d SNS records rejected as malformed: %s", len(rejected), len(ev.Records), strings.Join(rejected, ", ")))
+	}
+	switch {
+	case len(msgs) == 0:
+		return sum, nil
+	case len(rejected) == 0:
+		return sum, &StoreFailure{Msg: "ingest: " + msgs[0]}
+	}
+	return sum, errors.New("ingest: " + strings.Join(msgs, "; "))
+}
+
+// StoreFailure is the error of a Handle whose records were all fine but
+// some met a store failure: delivering the event again completes it. In
+// Lambda its type name is the invocation's errorType. errors.Is(err,
+// notify.ErrUnavailable) holds.
+type StoreFailure struct {
+	// Msg names the failed MessageIds.
+	Msg string
+}
+
+func (e *StoreFailure) Error() string { return e.Msg }
+
+// Is makes a StoreFailure notify.ErrUnavailable.
+func (e *StoreFailure) Is(target error) bool { return target == notify.ErrUnavailable }
+
+// IsRejection reports whether err, an error of one record, rejects the
+// message itself (malformed, invalid or too large: delivering it again
+// cannot succeed) rather than reporting a store failure.
+func IsRejection(err error) bool {
+	return errors.Is(err, ErrInvalidMessage) || errors.Is(err, notify.ErrInvalid) || errors.Is(err, notify.ErrTooLarge)
 }
 
 // MaxMessageIDLen is the longest SNS MessageId accepted (SNS sends
@@ -179,8 +226,12 @@ func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup, con
 	}
 	attrs := []slog.Attr{slog.String("messageId", sns.MessageID), slog.String("topicArn", sns.TopicArn)}
 	defer func() {
-		if err != nil {
+		switch {
+		case err == nil:
+		case IsRejection(err):
 			in.logger.LogAttrs(ctx, slog.LevelError, "SNS record rejected", append(attrs, slog.String("err", err.Error()))...)
+		default:
+			in.logger.LogAttrs(ctx, slog.LevelError, "SNS record failed in the store", append(attrs, slog.String("err", err.Error()))...)
 		}
 	}()
 	msg, err := parse(sns.TopicArn, sns.Message, in.tools)

@@ -273,8 +273,8 @@ func TestSummaryJSON(t *testing.T) {
 		sum  Summary
 		want string
 	}{
-		{Summary{Accepted: 2, Duplicates: 1}, `{"accepted":2,"duplicates":1,"rejected":0}`},
-		{Summary{Rejected: 1, Errors: []string{"m1: bad"}}, `{"accepted":0,"duplicates":0,"rejected":1,"errors":["m1: bad"]}`},
+		{Summary{Accepted: 2, Duplicates: 1}, `{"accepted":2,"duplicates":1,"rejected":0,"failed":0}`},
+		{Summary{Rejected: 1, Errors: []string{"m1: bad"}}, `{"accepted":0,"duplicates":0,"rejected":1,"failed":0,"errors":["m1: bad"]}`},
 	} {
 		b, err := json.Marshal(tc.sum)
 		if err != nil {

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"time"
 
 	"github.com/mcpush/mcpush/pkg/notify"
 )
@@ -38,4 +39,40 @@ func (s *Store) CountSessions(ctx context.Context, principal string, limit int) 
 	})
 	err = s.r.QueryRowContext(ctx, countSessions, principal, toNanos(s.now()), limit).Scan(&n)
 	return n, err
+}
+
+var _ notify.SessionReclaimer = (*Store)(nil)
+
+// idleSessions lists the unexpired sessions of principal ?1 at ?2 that
+// expire by ?4 and own no row of another table, least recently extended
+// first, up to ?3.
+const idleSessions = `SELECT id FROM sessions s
+	WHERE principal = ?1 AND expires_at > ?2 AND expires_at <= ?4
+	AND NOT EXISTS (SELECT 1 FROM subscriptions WHERE session_id = s.id)
+	AND NOT EXISTS (SELECT 1 FROM streams WHERE session_id = s.id)
+	AND NOT EXISTS (SELECT 1 FROM events WHERE session_id = s.id)
+	AND NOT EXISTS (SELECT 1 FROM idempotency WHERE session_id = s.id)
+	AND NOT EXISTS (SELECT 1 FROM messages WHERE session_id = s.id)
+	ORDER BY expires_at, created_at LIMIT ?3`
+
+// IdleSessions implements notify.SessionReclaimer with one read over the
+// principal index.
+func (s *Store) IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) (ids []string, err error) {
+	defer wrap(&err, "sqlitestore: IdleSessions(%.64q, %d)", principal, limit)
+	if err := notify.CheckCountSessions(principal, limit); err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, idleSessions, principal, toNanos(s.now()), limit, toNanos(expiresBy))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }

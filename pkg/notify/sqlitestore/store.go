@@ -116,6 +116,10 @@ func New(path string, opts *Options) (_ *Store, err error) {
 	s.w.SetConnMaxIdleTime(0)
 	if err := s.initSchema(); err != nil {
 		s.w.Close()
+		if !errors.Is(err, notify.ErrUnavailable) && (errors.Is(err, context.DeadlineExceeded) || isBusy(err)) {
+			// Another process held the write lock the whole time.
+			err = fmt.Errorf("%w: the database stayed locked for %v: %w", notify.ErrUnavailable, 2*busyTimeout, err)
+		}
 		return nil, err
 	}
 
@@ -224,14 +228,14 @@ func (s *Store) Close() error {
 func (s *Store) write(ctx context.Context, f func(tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return fmt.Errorf("begin: %w", unavailable(err))
 	}
 	if err := f(tx); err != nil {
 		tx.Rollback()
-		return err
+		return unavailable(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("commit: %w", unavailable(err))
 	}
 	return nil
 }
@@ -250,11 +254,22 @@ func isBusy(err error) bool {
 }
 
 // wrap adds context to a non-nil *errp, keeping it inspectable with
-// errors.Is.
+// errors.Is, and marks a busy or locked database notify.ErrUnavailable.
 func wrap(errp *error, format string, args ...any) {
 	if *errp != nil {
-		*errp = fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), *errp)
+		*errp = fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), unavailable(*errp))
 	}
+}
+
+// unavailable marks err notify.ErrUnavailable when it is SQLITE_BUSY or
+// SQLITE_LOCKED: another connection (usually a process frozen or slow
+// while it holds the write lock) kept the database past busyTimeout, and
+// the same call may succeed later.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, notify.ErrUnavailable) || !isBusy(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", notify.ErrUnavailable, err)
 }
 
 func invalid(format string, args ...any) error {
@@ -268,3 +283,17 @@ func tooLarge(what string, n int) error {
 // Times are stored as notify.UnixNanos.
 func toNanos(t time.Time) int64   { return notify.UnixNanos(t) }
 func fromNanos(n int64) time.Time { return notify.FromUnixNanos(n) }
+
+// CheckWritable makes sure that the database file can be written: one
+// write transaction that rewrites the schema version, as a process
+// checks its store at start-up. A read-only file or file system fails
+// here (SQLite opens such a file read-only without an error); a lock
+// held by another process past the busy timeout is
+// notify.ErrUnavailable.
+func (s *Store) CheckWritable(ctx context.Context) (err error) {
+	defer wrap(&err, "sqlitestore: CheckWritable")
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
+		return err
+	})
+}

@@ -6,18 +6,33 @@
 // the store's requests are counted and written to a stats file in that
 // directory, one file per process (package internal/storecount).
 //
+// Open checks the store before it returns, so that a process with a wrong
+// store set-up fails at start-up, within seconds, with an error that says
+// what to fix, rather than at its first request: a DynamoDB table must
+// exist and answer DescribeTable within Options.CheckTimeout (the error
+// names the table, the region and the endpoint, and MCPUSH_CREATE_TABLE=1
+// when the table is missing); an SQLite file must be writable. An error
+// that may go away by itself (an unreachable or throttled endpoint, a
+// database locked by another process) is notify.ErrUnavailable; a
+// missing table or a bad spec is not.
+//
 // Builds with the nosqlite tag (the Lambda binaries) leave the SQLite
 // store out: in Lambda a SQLite file would be private to one instance.
 package storeconfig
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/notify"
@@ -46,7 +61,17 @@ type Options struct {
 	StatsName string
 	// Logger reports the stats writes that fail; default none.
 	Logger *slog.Logger
+	// CheckTimeout bounds the start-up check of a DynamoDB table
+	// (DescribeTable, with the SDK's retries). Default
+	// DefaultCheckTimeout.
+	CheckTimeout time.Duration
 }
+
+// DefaultCheckTimeout is the default Options.CheckTimeout: a reachable
+// DynamoDB endpoint answers in milliseconds; an unreachable one (no
+// endpoint locally, so the SDK looks for instance credentials, or a
+// firewalled one) would otherwise hang the first request for 20 s.
+const DefaultCheckTimeout = 5 * time.Second
 
 // Open opens the store named by spec.
 func Open(ctx context.Context, spec string, opts *Options) (notify.Store, error) {
@@ -63,7 +88,7 @@ func Open(ctx context.Context, spec string, opts *Options) (notify.Store, error)
 	)
 	switch kind {
 	case "sqlite":
-		st, err = openSQLite(arg)
+		st, err = openSQLite(ctx, arg)
 	case "dynamodb":
 		st, err = openDynamo(ctx, arg, opts)
 	default:
@@ -89,14 +114,67 @@ func openDynamo(ctx context.Context, table string, opts *Options) (notify.Store,
 		}
 		api = dynamodb.NewFromConfig(cfg)
 	}
+	client, ok := api.(dynamostore.TableAPI)
 	if opts.CreateTable {
-		client, ok := api.(dynamostore.TableAPI)
 		if !ok {
 			return nil, fmt.Errorf("dynamodb store %q: creating the table needs a client with CreateTable", table)
 		}
 		if err := dynamostore.CreateTable(ctx, client, table); err != nil {
-			return nil, fmt.Errorf("dynamodb store %q: creating the table: %w", table, err)
+			return nil, fmt.Errorf("%s: creating the table: %w", where(table, api), err)
+		}
+	}
+	if ok {
+		timeout := opts.CheckTimeout
+		if timeout <= 0 {
+			timeout = DefaultCheckTimeout
+		}
+		if err := checkTable(ctx, client, table, timeout); err != nil {
+			return nil, fmt.Errorf("%s: %w", where(table, api), err)
 		}
 	}
 	return dynamostore.New(api, table, nil), nil
+}
+
+// checkTable makes sure that table exists and is reachable: one
+// DescribeTable, within timeout.
+func checkTable(ctx context.Context, client dynamostore.TableAPI, table string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	var notFound *types.ResourceNotFoundException
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &notFound):
+		return errors.New("the table does not exist: create it (locally: set MCPUSH_CREATE_TABLE=1; in AWS the SAM template creates it) or fix MCPUSH_STORE, the region or the endpoint")
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: no answer from DescribeTable within %v (is the endpoint right and reachable? locally set AWS_ENDPOINT_URL_DYNAMODB): %w", notify.ErrUnavailable, timeout, err)
+	}
+	var maxAttempts *retry.MaxAttemptsError
+	if errors.As(err, &maxAttempts) || retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err) == aws.TrueTernary {
+		return fmt.Errorf("%w: DescribeTable: %w", notify.ErrUnavailable, err)
+	}
+	return fmt.Errorf("DescribeTable: %w", err)
+}
+
+// where names the table of a dynamodb store with the region and endpoint
+// its client uses, for errors.
+func where(table string, api dynamostore.API) string {
+	region, endpoint := "unknown", "unknown"
+	if c, ok := api.(*dynamodb.Client); ok {
+		o := c.Options()
+		region = o.Region
+		if region == "" {
+			region = "none (set AWS_REGION)"
+		}
+		switch {
+		case o.BaseEndpoint != nil:
+			endpoint = *o.BaseEndpoint
+		case o.Region != "":
+			endpoint = "https://dynamodb." + o.Region + ".amazonaws.com (the AWS default; locally set AWS_ENDPOINT_URL_DYNAMODB)"
+		default:
+			endpoint = "none"
+		}
+	}
+	return fmt.Sprintf("dynamodb store: table %q (region %s, endpoint %s)", table, region, endpoint)
 }

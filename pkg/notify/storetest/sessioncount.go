@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +99,73 @@ func testSessionCount(t *testing.T, s *suite) {
 		if _, err := sc.CountSessions(ctx, tc.principal, tc.limit); !errors.Is(err, tc.want) {
 			t.Errorf("CountSessions(%.10q, %d): %v, want %v", tc.principal, tc.limit, err, tc.want)
 		}
+	}
+}
+
+// testIdleSessions checks notify.SessionReclaimer: only a principal's
+// live sessions that hold nothing are idle (not one with a subscription,
+// a GET stream or another stream's events, or a mailbox message) and
+// that expire by the time given, least recently extended first, up to
+// the limit; from any Store on the same
+// database; bad arguments are refused.
+func testIdleSessions(t *testing.T, s *suite) {
+	st, dsn := s.storeDSN(t)
+	sr, ok := st.(notify.SessionReclaimer)
+	if !ok {
+		t.Fatalf("%T does not implement notify.SessionReclaimer", st)
+	}
+	other, ok := s.reopen(t, dsn).(notify.SessionReclaimer)
+	if !ok {
+		t.Fatalf("reopened store does not implement notify.SessionReclaimer")
+	}
+	ctx := t.Context()
+	base := now()
+	as := func(p string, expiresIn time.Duration) func(*notify.Session) {
+		return func(s *notify.Session) { s.Principal = p; s.ExpiresAt = base.Add(expiresIn) }
+	}
+	// Created out of order: the least recently extended comes first.
+	createSession(t, st, "idle-late", as("alice", 50*time.Minute))
+	createSession(t, st, "idle-early", as("alice", 40*time.Minute))
+	createSession(t, st, "idle-mid", as("alice", 45*time.Minute))
+	createSession(t, st, "subscribed", as("alice", time.Minute))
+	createSession(t, st, "get-stream", as("alice", time.Minute))
+	createSession(t, st, "post-stream", as("alice", time.Minute))
+	createSession(t, st, "mailbox", as("alice", time.Minute))
+	createSession(t, st, "bob-idle", as("bob", time.Minute))
+	createSession(t, st, "expiring", as("alice", 500*time.Millisecond))
+	if err := st.Subscribe(ctx, "subscribed", "events://orders"); err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, st, "get-stream", notify.SessionStream, "x")
+	appendEvents(t, st, "post-stream", "s1", "y")
+	if _, err := st.PutMessage(ctx, "mailbox", "k", []byte("m")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // "expiring" expires
+	all := base.Add(2 * time.Hour)
+	check := func(sr notify.SessionReclaimer, principal string, by time.Time, limit int, want ...string) {
+		t.Helper()
+		got, err := sr.IdleSessions(ctx, principal, by, limit)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("IdleSessions(%q, %v, %d) = %q, %v; want %q", principal, by.Sub(base), limit, got, err, want)
+		}
+	}
+	check(sr, "alice", all, 10, "idle-early", "idle-mid", "idle-late")
+	check(other, "alice", all, 2, "idle-early", "idle-mid")
+	check(sr, "alice", all, 1, "idle-early")
+	check(sr, "alice", base.Add(47*time.Minute), 10, "idle-early", "idle-mid") // idle-late expires later
+	check(sr, "alice", base.Add(40*time.Minute), 10, "idle-early")
+	check(sr, "alice", base.Add(39*time.Minute), 10)
+	check(sr, "bob", all, 10, "bob-idle")
+	check(sr, "carol", all, 10)
+	if err := st.DeleteSession(ctx, "idle-early"); err != nil {
+		t.Fatal(err)
+	}
+	check(other, "alice", all, 1, "idle-mid")
+	if _, err := sr.IdleSessions(ctx, "alice", all, 0); !wantErr(err, notify.ErrInvalid) {
+		t.Errorf("IdleSessions(limit 0) = %v, want ErrInvalid", err)
+	}
+	if _, err := sr.IdleSessions(ctx, strings.Repeat("p", notify.MaxURIBytes+1), all, 1); !wantErr(err, notify.ErrTooLarge) {
+		t.Errorf("IdleSessions(long principal) = %v, want ErrTooLarge", err)
 	}
 }

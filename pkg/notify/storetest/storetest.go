@@ -76,6 +76,8 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"URILimit", testURILimit},
 		{"RateCounter", testRateCounter},
 		{"SessionCount", testSessionCount},
+		{"SharedKey", testSharedKey},
+		{"IdleSessions", testIdleSessions},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentConditions", testConcurrentConditions},
 		{"ConcurrentTopics", testConcurrentTopics},
