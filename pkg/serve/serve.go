@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +42,12 @@ func Run(ctx context.Context, srv *mcp.Server, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	h.log.Info("serving MCP in Lambda", "mode", h.mode, "auth", opts.Lambda.Auth)
+	hold := "deadline"
+	if h.hold >= 0 {
+		hold = h.hold.String()
+	}
+	h.log.Info("serving MCP in Lambda", "mode", h.mode, "auth", opts.Lambda.Auth,
+		"maxConcurrency", h.concurrency, "streamHold", hold)
 	h.Start() // never returns
 	return nil
 }
@@ -59,7 +65,8 @@ type LocalOptions struct {
 	AllowedHosts   []string // if set, the only Host names accepted
 	AllowedOrigins []string // browser origins accepted ("*": any)
 	// StreamHold is mcp.StreamableOptions.StreamHold: how long an idle
-	// GET stream stays open after activity. 0 means pkg/mcp's default.
+	// GET stream stays open after activity (StreamHoldDeadline: until
+	// the client leaves). 0 means pkg/mcp's default.
 	StreamHold time.Duration
 	// ShutdownTimeout bounds the graceful shutdown once ctx is done;
 	// default 10s.
@@ -166,7 +173,11 @@ func NewLogger(w io.Writer) *slog.Logger {
 //	MCPUSH_ALLOWED_HOSTS     comma-separated Host names accepted
 //	MCPUSH_ALLOWED_ORIGINS   comma-separated browser origins accepted
 //	MCPUSH_MAX_GET_STREAM    a Go duration bounding GET streams in Lambda
-//	MCPUSH_STREAM_HOLD       how long an idle GET stream stays open (default 5s)
+//	MCPUSH_STREAM_HOLD       how long an idle GET stream stays open (default 5s;
+//	                         "deadline": hold it to the invocation deadline)
+//	AWS_LAMBDA_MAX_CONCURRENCY  set by Lambda Managed Instances: invocations
+//	                         served at once; above 1, streams are held to
+//	                         the deadline unless MCPUSH_STREAM_HOLD says otherwise
 //
 // logger becomes the logger of both modes. Bad values are errors wrapping
 // ErrBadOption.
@@ -175,9 +186,11 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 	if err != nil {
 		return nil, err
 	}
-	hold, err := DurationEnv(getenv, "MCPUSH_STREAM_HOLD")
-	if err != nil {
-		return nil, err
+	hold := StreamHoldDeadline
+	if getenv("MCPUSH_STREAM_HOLD") != "deadline" {
+		if hold, err = DurationEnv(getenv, "MCPUSH_STREAM_HOLD"); err != nil {
+			return nil, err
+		}
 	}
 	hosts := SplitList(getenv("MCPUSH_ALLOWED_HOSTS"))
 	origins := SplitList(getenv("MCPUSH_ALLOWED_ORIGINS"))
@@ -190,6 +203,7 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 			AllowedOrigins: origins,
 			MaxGETStream:   maxGET,
 			StreamHold:     hold,
+			MaxConcurrency: MaxConcurrency(getenv),
 			Logger:         logger,
 		},
 		Local: LocalOptions{
@@ -207,6 +221,18 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 		o.Lambda.Auth = AuthIAM
 	}
 	return o, nil
+}
+
+// MaxConcurrency reads AWS_LAMBDA_MAX_CONCURRENCY through getenv the way
+// aws-lambda-go does (lambdacontext.MaxConcurrency): a positive integer,
+// else 1. Lambda Managed Instances set it from the function's
+// PerExecutionEnvironmentMaxConcurrency; on-demand Lambda does not set it.
+func MaxConcurrency(getenv func(string) string) int {
+	n, err := strconv.Atoi(getenv("AWS_LAMBDA_MAX_CONCURRENCY"))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
 }
 
 // SplitList splits a comma-separated list, dropping blanks.

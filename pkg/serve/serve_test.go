@@ -25,22 +25,35 @@ func TestOptionsFromEnv(t *testing.T) {
 		want    *Options
 		wantErr string
 	}{
-		{"defaults", nil, &Options{Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM}}, ""},
+		{"defaults", nil, &Options{Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, MaxConcurrency: 1}}, ""},
 		{"lambda", map[string]string{
 			"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "MCPUSH_LAMBDA_MODE": "buffered", "MCPUSH_AUTH": "none",
 			"MCPUSH_MAX_GET_STREAM": "30s", "MCPUSH_ALLOWED_HOSTS": " a.example , b.example,",
 		}, &Options{
 			RuntimeAPI: "127.0.0.1:9001",
-			Lambda:     LambdaOptions{Mode: ModeBuffered, Auth: AuthNone, MaxGETStream: 30 * time.Second, AllowedHosts: []string{"a.example", "b.example"}},
+			Lambda:     LambdaOptions{Mode: ModeBuffered, Auth: AuthNone, MaxGETStream: 30 * time.Second, AllowedHosts: []string{"a.example", "b.example"}, MaxConcurrency: 1},
 			Local:      LocalOptions{AllowedHosts: []string{"a.example", "b.example"}},
 		}, ""},
 		{"local", map[string]string{"MCPUSH_ADDR": "127.0.0.1:0", "MCPUSH_ALLOWED_ORIGINS": "*"}, &Options{
-			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, AllowedOrigins: []string{"*"}},
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, AllowedOrigins: []string{"*"}, MaxConcurrency: 1},
 			Local:  LocalOptions{Addr: "127.0.0.1:0", AllowedOrigins: []string{"*"}},
 		}, ""},
 		{"stream hold", map[string]string{"MCPUSH_STREAM_HOLD": "30s"}, &Options{
-			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, StreamHold: 30 * time.Second},
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, StreamHold: 30 * time.Second, MaxConcurrency: 1},
 			Local:  LocalOptions{StreamHold: 30 * time.Second},
+		}, ""},
+		{"stream hold to the deadline", map[string]string{"MCPUSH_STREAM_HOLD": "deadline"}, &Options{
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, StreamHold: StreamHoldDeadline, MaxConcurrency: 1},
+			Local:  LocalOptions{StreamHold: StreamHoldDeadline},
+		}, ""},
+		// Lambda Managed Instances set AWS_LAMBDA_MAX_CONCURRENCY; a bad
+		// value is 1, as aws-lambda-go reads it.
+		{"managed instances", map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "AWS_LAMBDA_MAX_CONCURRENCY": "64"}, &Options{
+			RuntimeAPI: "127.0.0.1:9001",
+			Lambda:     LambdaOptions{Mode: ModeStream, Auth: AuthIAM, MaxConcurrency: 64},
+		}, ""},
+		{"bad max concurrency", map[string]string{"AWS_LAMBDA_MAX_CONCURRENCY": "many"}, &Options{
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, MaxConcurrency: 1},
 		}, ""},
 		{"bad stream hold", map[string]string{"MCPUSH_STREAM_HOLD": "-1s"}, nil, `MCPUSH_STREAM_HOLD="-1s"`},
 		{"bad duration", map[string]string{"MCPUSH_MAX_GET_STREAM": "soon"}, nil, `MCPUSH_MAX_GET_STREAM="soon"`},
@@ -61,6 +74,42 @@ func TestOptionsFromEnv(t *testing.T) {
 				t.Errorf("OptionsFromEnv (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestLambdaStreamHoldDefaults: on-demand Lambda (MaxConcurrency 0 or 1)
+// holds idle GET streams pkg/mcp's DefaultStreamHold; Managed Instances
+// (MaxConcurrency above 1) hold them to the deadline; an explicit
+// StreamHold wins in both.
+func TestLambdaStreamHoldDefaults(t *testing.T) {
+	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "mcpush.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, nil)
+	for _, tc := range []struct {
+		opts LambdaOptions
+		want time.Duration
+	}{
+		{LambdaOptions{}, mcp.DefaultStreamHold},
+		{LambdaOptions{MaxConcurrency: 1}, mcp.DefaultStreamHold},
+		{LambdaOptions{MaxConcurrency: 2}, StreamHoldDeadline},
+		{LambdaOptions{MaxConcurrency: 64, Mode: ModeBuffered}, StreamHoldDeadline},
+		{LambdaOptions{MaxConcurrency: 64, StreamHold: 5 * time.Second}, 5 * time.Second},
+		{LambdaOptions{StreamHold: StreamHoldDeadline}, StreamHoldDeadline},
+	} {
+		h, err := NewLambdaHandler(srv, &tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+		if got := h.StreamHold(); got != tc.want {
+			t.Errorf("%+v: StreamHold %v, want %v", tc.opts, got, tc.want)
+		}
+		if got, want := h.MaxConcurrency(), max(tc.opts.MaxConcurrency, 1); got != want {
+			t.Errorf("%+v: MaxConcurrency %d, want %d", tc.opts, got, want)
+		}
 	}
 }
 
