@@ -266,3 +266,85 @@ func TestLambdaManagedInstances(t *testing.T) {
 		t.Errorf("%d access-log records, want one per invocation (at least %d)", records, want)
 	}
 }
+
+// TestLambdaManagedInstancesBuffered is TestLambdaManagedInstances through
+// the buffered path (httpadapter, as behind a BUFFERED Function URL or an
+// HTTP API): one process with AWS_LAMBDA_MAX_CONCURRENCY=16 has 4 GET long
+// polls waiting at once while 4 requests are answered; one event ingested
+// then answers every poll with it, each under its own invocation.
+func TestLambdaManagedInstancesBuffered(t *testing.T) {
+	const polls, requests = 4, 4
+	mcpBin := testenv.BuildBinary(t, "./functions/mcp")
+	ingestBin := testenv.BuildBinary(t, "./functions/sns-ingest")
+	store := "MCPUSH_STORE=sqlite:" + filepath.Join(t.TempDir(), "mcpush.db")
+	ingest := lambdatest.StartFunction(t, ingestBin, store)
+	f := lambdatest.StartFunction(t, mcpBin, store, "MCPUSH_AUTH=none", "MCPUSH_LAMBDA_MODE=buffered", "AWS_LAMBDA_MAX_CONCURRENCY=16",
+		"MCPUSH_MAX_GET_STREAM=30s") // a poll window that outlasts the setup on a busy machine
+	opts := &lambdatest.InvokeOptions{Timeout: 30 * time.Second}
+	call := func(session, body string) *lambdatest.HTTPResponse {
+		t.Helper()
+		_, hr := f.Call(t, lambdatest.Edit(t, fixture(t, "mcp-tools-call"), lambdatest.All(lambdatest.WithCaller(""), lambdatest.WithSession(session), lambdatest.WithBody(body))), opts)
+		if hr.StatusCode/100 != 2 {
+			t.Fatalf("%s: %d %s", body, hr.StatusCode, hr.Body)
+		}
+		return hr
+	}
+	sessions := make([]string, polls)
+	for i := range sessions {
+		_, hr := f.Call(t, lambdatest.Edit(t, fixture(t, "mcp-initialize"), lambdatest.WithCaller("")), opts)
+		if sessions[i] = hr.Header.Get("Mcp-Session-Id"); sessions[i] == "" {
+			t.Fatalf("initialize: %d %s", hr.StatusCode, hr.Body)
+		}
+		call(sessions[i], `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		call(sessions[i], testutil.RPC(2, "resources/subscribe", map[string]any{"uri": "events://orders"}))
+	}
+	var waiting []*lambdatest.Invocation
+	for _, session := range sessions {
+		inv := f.API.Invoke(lambdatest.Edit(t, fixture(t, "mcp-get-stream"), lambdatest.All(lambdatest.WithCaller(""), lambdatest.WithSession(session))), &lambdatest.InvokeOptions{Timeout: time.Minute})
+		<-inv.Started()
+		waiting = append(waiting, inv)
+	}
+	// Requests answered while the polls wait, each in its own invocation.
+	var answered []*lambdatest.Invocation
+	for i := range requests {
+		body := testutil.RPC(10+i, "ping", nil)
+		answered = append(answered, f.API.Invoke(lambdatest.Edit(t, fixture(t, "mcp-tools-call"), lambdatest.All(lambdatest.WithCaller(""), lambdatest.WithSession(sessions[i%polls]), lambdatest.WithBody(body))), opts))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, inv := range answered {
+		r, err := inv.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr, err := r.HTTP()
+		if err != nil || hr.StatusCode != http.StatusOK || !strings.Contains(string(hr.Body), fmt.Sprintf(`"id":%d`, 10+i)) {
+			t.Errorf("request %d: %v %+v", i, err, hr)
+		}
+	}
+	if got := f.API.InFlight(); got != polls {
+		t.Errorf("%d invocations in flight after the requests, want the %d waiting polls", got, polls)
+	}
+	if r := ingest.Invoke(t, fixture(t, "sns-event"), opts); r.Err != nil {
+		t.Fatalf("ingest: %v", r.Err)
+	}
+	for i, inv := range waiting {
+		r, err := inv.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hr, err := r.HTTP()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(hr.Body), `"notifications/resources/updated"`); n != 1 || !strings.Contains(string(hr.Body), "events://orders") {
+			t.Errorf("poll %d answered %q: want one resources/updated of events://orders", i, hr.Body)
+		}
+		if evs := testutil.ParseSSE(hr.Body); len(evs) == 0 || evs[len(evs)-1].Retry == "" {
+			t.Errorf("poll %d does not end with retry: %q", i, hr.Body)
+		}
+	}
+	if got := f.API.MaxInFlight(); got < polls+1 {
+		t.Errorf("at most %d invocations at once, want the %d polls and a request", got, polls)
+	}
+}
