@@ -32,6 +32,11 @@ type env struct {
 	// httpTransport, if set, is the base transport of the MCP client
 	// (tests); default http.DefaultTransport.
 	httpTransport http.RoundTripper
+	// loginsPath is the file of the logins of mcpush login
+	// ($MCPUSH_LOGINS, else the user config directory's
+	// mcpush/logins.json); openBrowser shows a URL to the user.
+	loginsPath  string
+	openBrowser func(url string) error
 }
 
 // defaultURL is the endpoint of the local server (`make run`, the mcp
@@ -48,6 +53,11 @@ commands:
         [--json]              as they arrive (one JSON object per line with --json)
   publish --topic-arn ARN --message M [--endpoint-url URL] [--region R]
                               publish to an SNS topic
+  login [--client-id ID [--client-secret S]] [--scope S] [--port P]
+                              sign in to an OAuth-protected server: in the browser
+                              (authorization code with PKCE), or with --client-secret
+                              as a machine (client credentials); the other commands
+                              then use the kept token (refreshed as it expires)
 
 Flags go anywhere after mcpush: before or after the command, the tool name
 and the tool arguments; -- ends the flags (what follows are arguments).
@@ -63,6 +73,8 @@ flags of the MCP commands:
   --service S        the service for --sigv4 (default lambda)
   --protocol P       2025 (initialize, sessions; the default), 2026 (2026-07-28:
                      server/discover, subscriptions/listen) or auto (2026, else 2025)
+  --timeout D        tools, call: give up after D (e.g. 30s, 5m; default: none)
+  --idle-timeout D   resume a stream on which nothing arrived for D (default 60s)
   -v                 log the client's warnings and reconnections to stderr
 `
 
@@ -75,6 +87,9 @@ type common struct {
 	service string
 	verbose bool
 	mode    string
+	timeout time.Duration // one-shot commands; 0: none
+	idle    time.Duration // the client's IdleTimeout; 0: its default
+	noLogin bool          // do not use a kept login (mcpush login itself)
 }
 
 func (c *common) register(fs *flag.FlagSet) {
@@ -85,6 +100,23 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.service, "service", c.service, "SigV4 service name")
 	fs.BoolVar(&c.verbose, "v", c.verbose, "verbose logging to stderr")
 	fs.StringVar(&c.mode, "protocol", c.mode, "protocol era: 2025, 2026 or auto")
+	fs.DurationVar(&c.timeout, "timeout", c.timeout, "give up a one-shot command after this long")
+	fs.DurationVar(&c.idle, "idle-timeout", c.idle, "resume a stream silent for this long")
+}
+
+// oneShot bounds a one-shot command by --timeout, and names the flag in
+// the error when it ran out.
+func (c *common) oneShot(ctx context.Context, f func(ctx context.Context) error) error {
+	if c.timeout <= 0 {
+		return f(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	err := f(ctx)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("gave up after --timeout %v: %w", c.timeout, err)
+	}
+	return err
 }
 
 // headerFlag collects --header values.
@@ -162,7 +194,7 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		if _, err := parseCmd(0); err != nil {
 			return err
 		}
-		return cmdTools(ctx, e, c, *asJSON)
+		return c.oneShot(ctx, func(ctx context.Context) error { return cmdTools(ctx, e, c, *asJSON) })
 	case "call":
 		pos, err := parseCmd(-1)
 		if err != nil {
@@ -171,7 +203,7 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		if len(pos) == 0 {
 			return fmt.Errorf("%w: call needs a tool name", errUsage)
 		}
-		return cmdCall(ctx, e, c, pos[0], pos[1:])
+		return c.oneShot(ctx, func(ctx context.Context) error { return cmdCall(ctx, e, c, pos[0], pos[1:]) })
 	case "watch":
 		var topics topicsFlag
 		fs.Var(&topics, "topic", "a topic to subscribe to (repeatable)")
@@ -191,6 +223,17 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		}
 		p.region = c.region
 		return cmdPublish(ctx, e, p)
+	case "login":
+		f := &loginFlags{}
+		fs.StringVar(&f.clientID, "client-id", "", "a registered OAuth client id")
+		fs.StringVar(&f.clientSecret, "client-secret", "", "its secret: the client-credentials grant")
+		fs.StringVar(&f.scope, "scope", "", "scopes to ask for (default: what the server asks)")
+		fs.IntVar(&f.port, "port", 0, "the loopback redirect's port (default: any free one)")
+		fs.StringVar(&f.host, "redirect-host", "", "the loopback redirect's host (default 127.0.0.1)")
+		if _, err := parseCmd(0); err != nil {
+			return err
+		}
+		return cmdLogin(ctx, e, c, f)
 	default:
 		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 	}
@@ -301,6 +344,13 @@ func newClient(ctx context.Context, e *env, c *common, opts *mcp.ClientOptions) 
 		base = newSigV4Transport(base, cfg.Credentials, cfg.Region, c.service)
 	}
 	o.HTTPClient = &http.Client{Transport: base}
+	if c.idle < 0 {
+		return nil, fmt.Errorf("%w: --idle-timeout %v: want a positive duration", errUsage, c.idle)
+	}
+	o.IdleTimeout = c.idle
+	if err := useLogin(ctx, e, c, &o); err != nil {
+		return nil, err
+	}
 	level := slog.LevelError
 	if c.verbose {
 		level = slog.LevelDebug

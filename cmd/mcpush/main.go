@@ -5,6 +5,7 @@
 //	mcpush call NAME key=value ...
 //	mcpush watch [--topic T ...] [--json]
 //	mcpush publish --topic-arn ARN --message M [--endpoint-url URL]
+//	mcpush login [--client-id ID [--client-secret S]]
 //
 // The server URL comes from --url or MCPUSH_URL, else it is the local
 // server, http://127.0.0.1:8080/mcp. Flags go anywhere after mcpush; --
@@ -15,7 +16,9 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -38,6 +41,8 @@ func main() {
 			}
 			return w
 		},
+		loginsPath:  loginsPath(),
+		openBrowser: openBrowser,
 		awsConfig: func(ctx context.Context, region string) (aws.Config, error) {
 			var opts []func(*config.LoadOptions) error
 			if region != "" {
@@ -47,4 +52,28 @@ func main() {
 		},
 	}
 	os.Exit(run(ctx, os.Args[1:], env))
+}
+
+// loginsPath is $MCPUSH_LOGINS, else mcpush/logins.json in the user's
+// config directory; "" if there is none.
+func loginsPath() string {
+	if p := os.Getenv("MCPUSH_LOGINS"); p != "" {
+		return p
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "mcpush", "logins.json")
+}
+
+// openBrowser opens url in the user's browser (xdg-open, open); the URL
+// is printed too, so a failure here is not fatal.
+func openBrowser(url string) error {
+	for _, name := range []string{"xdg-open", "open"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return exec.Command(p, url).Start()
+		}
+	}
+	return nil
 }

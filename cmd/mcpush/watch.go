@@ -61,6 +61,8 @@ type watcher struct {
 	mu    sync.Mutex
 	last  map[string]int64 // per topic, the last sequence printed
 	ready bool             // the baseline is set
+	// reported is when dropped notifications were last reported.
+	reported time.Time
 }
 
 // cmdWatch subscribes to events://T for each topic and prints events and
@@ -78,6 +80,7 @@ func cmdWatch(ctx context.Context, e *env, c *common, topics []string, asJSON bo
 	client, err := newClient(ctx, e, c, &mcp.ClientOptions{
 		Reconnect:          true,
 		ReconnectedHandler: w.catchUp,
+		DroppedHandler:     w.dropped,
 	})
 	if err != nil {
 		return err
@@ -121,6 +124,29 @@ func cmdWatch(ctx context.Context, e *env, c *common, topics []string, asJSON bo
 	fmt.Fprintf(e.stderr, "mcpush: watching %s (topics: %s); interrupt to stop\n", c.url, strings.Join(topics, ", "))
 	<-ctx.Done()
 	return nil
+}
+
+// droppedReportEvery spaces watch's reports of dropped notifications.
+const droppedReportEvery = 5 * time.Second
+
+// dropped runs after the client dropped notifications because watch could
+// not keep up (its output is slow, or the server floods it): it says so on
+// stderr (at most every droppedReportEvery) and reads what the topics got
+// from events_recent.
+func (w *watcher) dropped(ctx context.Context, cs *mcp.ClientSession, n int64) {
+	w.mu.Lock()
+	report := time.Since(w.reported) >= droppedReportEvery
+	if report {
+		w.reported = time.Now()
+	}
+	ready := w.ready
+	w.mu.Unlock()
+	if report {
+		fmt.Fprintf(w.e.stderr, "mcpush: %d notifications dropped so far: watch could not keep up with the server (the client queues at most 10000 notifications or 32 MiB); reading missed events from events_recent\n", n)
+	}
+	if ready {
+		w.catchUp(ctx, cs)
+	}
 }
 
 // baseline records each topic's last sequence, so that only later events

@@ -205,6 +205,8 @@ func TestLambdaInitError(t *testing.T) {
 		{"no store", "MCPUSH_STORE is not set", nil},
 		{"bad mode", `MCPUSH_LAMBDA_MODE="websocket"`, []string{"MCPUSH_LAMBDA_MODE=websocket"}},
 		{"bad auth", `MCPUSH_AUTH="jwt"`, []string{"MCPUSH_AUTH=jwt"}},
+		{"oauth without issuer", "MCPUSH_OAUTH_ISSUER is not set", []string{"MCPUSH_AUTH=oauth"}},
+		{"oauth with a remote http issuer", "http only on a loopback host", []string{"MCPUSH_AUTH=oauth", "MCPUSH_OAUTH_ISSUER=http://as.example.com"}},
 		// The production binary carries no conformance fixtures.
 		{"fixtures", "no test fixtures", []string{"MCPUSH_FIXTURES=conformance"}},
 	} {

@@ -44,7 +44,15 @@ func TestTemplateWiring(t *testing.T) {
 	}
 	for _, want := range []string{
 		"MCPUSH_STORE: !Sub dynamodb:${Table}",
-		"MCPUSH_AUTH: !If [IamAuth, " + serve.AuthIAM + ", " + serve.AuthNone + "]",
+		"MCPUSH_AUTH: !If [IamAuth, " + serve.AuthIAM + ", !If [OAuth, " + serve.AuthOAuth + ", " + serve.AuthNone + "]]",
+		"AuthType: !If [IamAuth, AWS_IAM, NONE]",
+		"MCPUSH_OAUTH_ISSUER: !If",
+		"MCPUSH_OAUTH_SCOPES: !If [CreateUserPool, mcpush/mcp, !Ref OAuthScopes]",
+		"MCPUSH_OAUTH_CLIENT_IDS: !If",
+		"MCPUSH_RESOURCE_URL: !Ref ResourceUrl",
+		"Type: AWS::Cognito::UserPoolResourceServer",
+		"AllowedOAuthFlows: [client_credentials]",
+		"AllowedOAuthFlows: [code]",
 		"MCPUSH_LAMBDA_MODE: !If [Streaming, " + serve.ModeStream + ", " + serve.ModeBuffered + "]",
 		"Runtime: provided.al2023",
 		"Architectures: [arm64]",

@@ -134,6 +134,7 @@ func run(logger *slog.Logger) error {
 		{"MCPUSH_MAX_REQUESTS_PER_MINUTE", &opts.Limits.MaxRequestsPerMinute},
 		{"MCPUSH_MAX_SESSIONS_PER_HOUR", &opts.Limits.MaxSessionsPerHour},
 		{"MCPUSH_MAX_SESSIONS_PER_PRINCIPAL", &opts.Limits.MaxSessionsPerPrincipal},
+		{"MCPUSH_MAX_LISTENS_PER_PRINCIPAL", &opts.Limits.MaxListensPerPrincipal},
 	} {
 		if *l.dst, err = intEnv(l.name); err != nil {
 			return err

@@ -51,6 +51,18 @@ type Proxy struct {
 // ends, printing its access log if the test failed.
 func NewProxy(t testing.TB, backends ...string) *Proxy {
 	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("e2e.NewProxy: %v", err)
+	}
+	return NewProxyOn(t, l, backends...)
+}
+
+// NewProxyOn is NewProxy on a listener of the caller's, for a test that
+// must know the proxy's URL before it starts the backends (an OAuth
+// resource URL).
+func NewProxyOn(t testing.TB, l net.Listener, backends ...string) *Proxy {
+	t.Helper()
 	if len(backends) == 0 {
 		t.Fatal("e2e.NewProxy: no backends")
 	}
@@ -87,10 +99,6 @@ func NewProxy(t testing.TB, backends ...string) *Proxy {
 		ErrorLog: log.New(p.log, "proxy: ", log.Ltime|log.Lmicroseconds),
 	}
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("e2e.NewProxy: %v", err)
-	}
 	p.URL = "http://" + l.Addr().String()
 	p.server = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

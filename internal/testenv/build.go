@@ -36,7 +36,7 @@ func BuildBinary(t testing.TB, pkg string, tags ...string) string {
 	root := RepoRoot(t)
 	key := pkg + "\x00" + strings.Join(tags, ",")
 	build, _ := builds.LoadOrStore(key, sync.OnceValues(func() (string, error) {
-		return buildBinary(root, pkg, tags)
+		return buildBinary(root, pkg, tags, RaceEnabled)
 	}))
 	bin, err := build.(func() (string, error))()
 	if err != nil {
@@ -45,13 +45,29 @@ func BuildBinary(t testing.TB, pkg string, tags ...string) string {
 	return bin
 }
 
-func buildBinary(root, pkg string, tags []string) (string, error) {
+// BuildBinaryNoRace is BuildBinary without -race even when the test binary
+// has it, for tests that measure a process's memory (the race detector
+// multiplies it).
+func BuildBinaryNoRace(t testing.TB, pkg string) string {
+	t.Helper()
+	root := RepoRoot(t)
+	build, _ := builds.LoadOrStore(pkg+"\x00norace", sync.OnceValues(func() (string, error) {
+		return buildBinary(root, pkg, nil, false)
+	}))
+	bin, err := build.(func() (string, error))()
+	if err != nil {
+		t.Fatalf("testenv.BuildBinaryNoRace(%q): %v", pkg, err)
+	}
+	return bin
+}
+
+func buildBinary(root, pkg string, tags []string, race bool) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		return "", err
 	}
 	args := []string{"build"}
-	if RaceEnabled {
+	if race {
 		args = append(args, "-race")
 	}
 	if len(tags) > 0 {

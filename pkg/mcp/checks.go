@@ -3,7 +3,9 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"slices"
+	"strings"
 )
 
 // Checks of client input against the server's Limits. Each runs before
@@ -31,6 +33,9 @@ func (s *Server) checkClientInfo(raw json.RawMessage, caps json.RawMessage) erro
 // the same session at the same instant may each add one more).
 func (s *Server) checkSubscribe(ss *ServerSession, method, uri string) error {
 	l := s.opts.Limits
+	if reservedURI(uri) {
+		return Errorf(CodeInvalidParams, "invalid params: %q is not a resource (the %s URI scheme prefix is reserved)", clipText(uri, 64), reservedURIPrefix)
+	}
 	if len(uri) > l.MaxSubscriptionURIBytes {
 		return Errorf(CodeInvalidParams, "invalid params: %s uri is %d bytes, limit %d", method, len(uri), l.MaxSubscriptionURIBytes)
 	}
@@ -39,6 +44,18 @@ func (s *Server) checkSubscribe(ss *ServerSession, method, uri string) error {
 		return Errorf(CodeInvalidParams, "invalid params: the session has %d subscriptions, limit %d; unsubscribe first", len(subs), l.MaxSubscriptions)
 	}
 	return nil
+}
+
+// reservedURIPrefix begins the URI schemes of the server's own
+// subscriptions in the store (the mcpush-listen: URIs of listen streams'
+// cancellation and parking): no client subscribes to one, or it would
+// receive another stream's control records.
+const reservedURIPrefix = "mcpush-"
+
+// reservedURI reports whether uri is in the reserved namespace (scheme
+// names are case-insensitive).
+func reservedURI(uri string) bool {
+	return len(uri) >= len(reservedURIPrefix) && strings.EqualFold(uri[:len(reservedURIPrefix)], reservedURIPrefix)
 }
 
 // MaxNameBytes bounds the tool name of tools/call and the prompt name of
@@ -59,6 +76,22 @@ func (s *Server) checkPromptArguments(args map[string]string) error {
 	for name, v := range args {
 		if len(name)+len(v) > limit {
 			return Errorf(CodeInvalidParams, "invalid params: prompt argument %q is %d bytes, limit %d", clipText(name, 64), len(name)+len(v), limit)
+		}
+	}
+	return nil
+}
+
+// singleHeaders are the MCP headers a request carries at most once: with
+// two, the server and a gateway or a proxy in front of it could each read
+// another one.
+var singleHeaders = []string{"Mcp-Protocol-Version", "Mcp-Method", "Mcp-Name"}
+
+// checkRepeatedHeaders refuses a request that repeats one of
+// singleHeaders (CodeHeaderMismatch, HTTP 400), in either era.
+func checkRepeatedHeaders(h http.Header) *Error {
+	for _, name := range singleHeaders {
+		if n := len(h.Values(name)); n > 1 {
+			return &Error{Code: CodeHeaderMismatch, Message: "Header mismatch: " + itoa(int64(n)) + " " + name + " headers; send it once"}
 		}
 	}
 	return nil

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/oauth2"
 )
 
 // ErrSessionNotFound is returned (wrapped) when the server answers a
@@ -50,10 +52,17 @@ func (e *HTTPError) Error() string {
 //
 // The trade-off (seed 004 chose the same): dispatch is simple, ordered and
 // has no hidden concurrency, but a slow handler delays every later
-// notification and progress callback, never drops it: notifications wait
-// in an unbounded in-memory queue, which grows while a handler is slow,
-// and CallTool with a progress callback returns only after its callbacks
-// ran. Keep handlers fast (in-memory updates, logging, a non-blocking send
+// notification and progress callback. Notifications wait in a queue
+// bounded in count and bytes (ClientOptions.MaxQueuedNotifications,
+// MaxQueuedBytes); when it is full, what the server sends is dropped and
+// counted (ClientSession.Dropped), a warning is logged and the
+// DroppedHandler runs, so that the program can read back what it missed:
+// a server cannot grow the client's memory without bound, and a slow
+// handler is visible. Below the bounds every notification is handled;
+// at them, a list_changed, or a resources/updated of a URI, that finds
+// one of its kind still waiting coalesces with it (the waiting one runs
+// after both arrived) rather than being dropped. CallTool with a progress callback returns
+// only after its callbacks ran. Keep handlers fast (in-memory updates, logging, a non-blocking send
 // to a goroutine of your own) and do I/O, model calls and other slow work
 // elsewhere. A handler must not wait for a call on the same session that
 // needs a later notification to be handled (a CallTool with progress):
@@ -67,10 +76,24 @@ type ProgressFunc func(p *ProgressParams)
 // ClientOptions configure a Client. The zero value (or nil) is usable.
 type ClientOptions struct {
 	// HTTPClient sends every request. Default: a client without timeout
-	// (streams are long-lived; use contexts to bound calls).
+	// (streams are long-lived; use contexts to bound calls). Unless it
+	// has a CheckRedirect of its own, the client uses a copy of it that
+	// follows redirects only within the origin (scheme, host and port) of
+	// the request: Header (API keys) and SigV4 signatures never reach
+	// another host; a redirect elsewhere fails the request with
+	// ErrCrossOriginRedirect.
 	HTTPClient *http.Client
 	// Header is added to every request (e.g. Authorization).
 	Header http.Header
+	// TokenSource, if set, gives the OAuth bearer token of every request
+	// (golang.org/x/oauth2: refreshed as it expires).
+	TokenSource oauth2.TokenSource
+	// Authorizer, if set, is asked for a token source when the server
+	// answers 401 (or 403 insufficient_scope) with a challenge: it
+	// discovers the authorization server and runs a grant (package
+	// oauth's ClientCredentials and Interactive). The request is then
+	// sent again, once. See client_auth.go.
+	Authorizer Authorizer
 	// Logger receives warnings (undeclared notifications, recovered
 	// handler panics, reconnections). Default: slog.Default().
 	Logger *slog.Logger
@@ -124,9 +147,50 @@ type ClientOptions struct {
 	// Default: 10s.
 	MaxRetryDelay time.Duration
 	// MaxResumeAttempts bounds consecutive failed attempts to resume the
-	// stream of one request. Default: 10.
+	// stream of one request; a resumption that brings no message (it
+	// ends at once, or stays silent) counts as failed. Default: 10.
 	MaxResumeAttempts int
+	// MinRetryDelay is the floor on the delay before reopening a stream:
+	// a server's smaller "retry:" is raised to it. Default: 500ms.
+	MinRetryDelay time.Duration
+	// IdleTimeout cuts a stream on which nothing (not even a keep-alive
+	// comment) arrived for this long, and a request whose response
+	// headers did not come in this long; the stream is then resumed with
+	// Last-Event-ID (a request's stream, the GET stream) or listened to
+	// anew (subscriptions/listen). Default: 60s, a little more than two
+	// of mcpush's 25 s keep-alives. Negative: no idle timeout.
+	IdleTimeout time.Duration
+
+	// MaxQueuedNotifications bounds the notifications waiting for their
+	// handlers; see NotificationHandler for what happens over it.
+	// Default: 10 000.
+	MaxQueuedNotifications int
+	// MaxQueuedBytes bounds the size (method and params) of the
+	// notifications waiting for their handlers. Default: 32 MiB.
+	MaxQueuedBytes int64
+	// DroppedHandler, if set, runs (like a NotificationHandler, in order)
+	// after messages were dropped because the queue was full, with the
+	// session's count of dropped messages so far; at most one run waits
+	// at a time.
+	DroppedHandler func(ctx context.Context, cs *ClientSession, dropped int64)
+	// MaxStreamMessages bounds the messages the stream of one request may
+	// carry before its response (notifications, progress, the server's
+	// requests); over it the call fails. Default: 100 000.
+	MaxStreamMessages int
+	// MaxListBytes bounds the total size of the pages one List call
+	// (ListTools, ...) reads; MaxListItems their items. Over either the
+	// call fails. Defaults: 32 MiB, 100 000.
+	MaxListBytes int64
+	MaxListItems int
 }
+
+// The bounds of a List call besides MaxListBytes and MaxListItems.
+const (
+	// maxListPages bounds the pages one List call follows.
+	maxListPages = 1000
+	// MaxCursorBytes bounds a nextCursor the client sends back.
+	MaxCursorBytes = 4096
+)
 
 // Client is an MCP client for Streamable HTTP (2025 era: initialize,
 // sessions, the standalone GET stream). Create it with NewClient, register
@@ -151,6 +215,9 @@ func NewClient(impl *Implementation, opts *ClientOptions) *Client {
 	if c.opts.HTTPClient == nil {
 		c.opts.HTTPClient = &http.Client{}
 	}
+	if c.opts.TokenSource != nil || c.opts.Authorizer != nil {
+		c.opts.HTTPClient = withAuth(c.opts.HTTPClient, c.opts.TokenSource, c.opts.Authorizer)
+	}
 	if c.opts.Logger == nil {
 		c.opts.Logger = slog.Default()
 	}
@@ -165,6 +232,32 @@ func NewClient(impl *Implementation, opts *ClientOptions) *Client {
 	}
 	if c.opts.MaxResumeAttempts <= 0 {
 		c.opts.MaxResumeAttempts = 10
+	}
+	if c.opts.MinRetryDelay <= 0 {
+		c.opts.MinRetryDelay = 500 * time.Millisecond
+	}
+	if c.opts.IdleTimeout == 0 {
+		c.opts.IdleTimeout = 60 * time.Second
+	}
+	if c.opts.MaxQueuedNotifications <= 0 {
+		c.opts.MaxQueuedNotifications = 10_000
+	}
+	if c.opts.MaxQueuedBytes <= 0 {
+		c.opts.MaxQueuedBytes = 32 << 20
+	}
+	if c.opts.MaxStreamMessages <= 0 {
+		c.opts.MaxStreamMessages = 100_000
+	}
+	if c.opts.MaxListBytes <= 0 {
+		c.opts.MaxListBytes = 32 << 20
+	}
+	if c.opts.MaxListItems <= 0 {
+		c.opts.MaxListItems = 100_000
+	}
+	if c.opts.HTTPClient.CheckRedirect == nil {
+		hc := *c.opts.HTTPClient
+		hc.CheckRedirect = sameOriginRedirect
+		c.opts.HTTPClient = &hc
 	}
 	c.log = c.opts.Logger
 	return c
@@ -214,6 +307,9 @@ type ClientSession struct {
 	wg     sync.WaitGroup
 	queue  *notifyQueue
 
+	answering       atomic.Int32 // server-to-client requests being answered
+	requestsDropped atomic.Int64
+
 	nextID    atomic.Int64
 	nextToken atomic.Int64
 
@@ -228,6 +324,9 @@ type ClientSession struct {
 	listen   *listenStart       // the newest listen loop (2026 era)
 	closed   bool
 
+	dropLogged  time.Time // when a drop was last logged
+	dropPending bool      // the DroppedHandler waits in the queue
+
 	reinitMu sync.Mutex
 
 	relists [3]relist // tools, prompts, resources
@@ -241,7 +340,7 @@ type ClientSession struct {
 func (c *Client) Connect(ctx context.Context, url string) (*ClientSession, error) {
 	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	cs := &ClientSession{c: c, url: url, ctx: life, cancel: cancel, progress: map[string]ProgressFunc{}}
-	cs.queue = newNotifyQueue(c.log)
+	cs.queue = newNotifyQueue(c.log, c.opts.MaxQueuedNotifications, c.opts.MaxQueuedBytes)
 	if err := cs.connect(ctx); err != nil {
 		cancel()
 		cs.queue.close()
@@ -368,25 +467,43 @@ func (cs *ClientSession) ListResourceTemplates(ctx context.Context) ([]*Resource
 	})
 }
 
-// maxListPages bounds the pages one List call follows.
-const maxListPages = 1000
+// ErrListTooLarge is returned (wrapped) by a List call (ListTools, ...)
+// whose pages exceed ClientOptions.MaxListBytes or MaxListItems, or 1000
+// pages, or whose nextCursor exceeds MaxCursorBytes.
+var ErrListTooLarge = errors.New("mcp: list too large")
 
 func listAll[R any, T any](ctx context.Context, cs *ClientSession, method string, items func(*R) ([]T, string)) ([]T, error) {
+	o := &cs.c.opts
 	var all []T
+	var size int64
 	cursor := ""
-	for range maxListPages {
-		var res R
-		if err := cs.Call(ctx, method, &listParams{Cursor: cursor}, &res); err != nil {
+	for page := 1; page <= maxListPages; page++ {
+		var raw json.RawMessage
+		if err := cs.Call(ctx, method, &listParams{Cursor: cursor}, &raw); err != nil {
 			return nil, err
 		}
-		page, next := items(&res)
-		all = append(all, page...)
+		if size += int64(len(raw)); size > o.MaxListBytes {
+			return nil, fmt.Errorf("%w: %s: %d pages hold more than %d bytes (ClientOptions.MaxListBytes)", ErrListTooLarge, method, page, o.MaxListBytes)
+		}
+		var res R
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return nil, fmt.Errorf("mcp: %s: decoding result: %w", method, err)
+		}
+		raw = nil
+		list, next := items(&res)
+		if len(all)+len(list) > o.MaxListItems {
+			return nil, fmt.Errorf("%w: %s: %d pages hold more than %d items (ClientOptions.MaxListItems)", ErrListTooLarge, method, page, o.MaxListItems)
+		}
+		all = append(all, list...)
 		if next == "" {
 			return all, nil
 		}
+		if len(next) > MaxCursorBytes {
+			return nil, fmt.Errorf("%w: %s: page %d has a nextCursor of %d bytes, more than %d", ErrListTooLarge, method, page, len(next), MaxCursorBytes)
+		}
 		cursor = next
 	}
-	return nil, fmt.Errorf("mcp: %s: more than %d pages", method, maxListPages)
+	return nil, fmt.Errorf("%w: %s: more than %d pages", ErrListTooLarge, method, maxListPages)
 }
 
 // CallTool calls the tool name with args (any value that marshals to a

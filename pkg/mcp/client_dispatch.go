@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"time"
 )
 
 // This file is what the client does with messages the server sends it:
@@ -16,38 +17,115 @@ import (
 // answered by the registered handlers.
 
 // notifyQueue runs functions one at a time, in the order they were
-// pushed, on its own goroutine. It never drops one: the queue is
-// unbounded, so a slow function delays the later ones.
+// pushed, on its own goroutine. What the client queues for itself (push:
+// barriers, the results of re-lists, the reconnected and dropped
+// handlers) is never dropped and is bounded by construction; what a
+// server sends (offer) is bounded in count and bytes: an offer over
+// either bound is dropped and counted, unless it is a level trigger
+// (list_changed, resources/updated of one URI) of which one is waiting:
+// that one stands for it (coalesced, not counted).
 type notifyQueue struct {
-	log  *slog.Logger
-	wake chan struct{}
-	done chan struct{}
+	log      *slog.Logger
+	maxItems int
+	maxBytes int64
+	wake     chan struct{}
+	done     chan struct{}
 
-	mu      sync.Mutex
-	items   []func()
-	closing bool
+	mu        sync.Mutex
+	items     []queued
+	offered   int            // items from offer waiting
+	bytes     int64          // their sizes
+	keys      map[string]int // level triggers waiting, by key
+	closing   bool
+	dropped   int64
+	coalesced int64
 }
 
-func newNotifyQueue(log *slog.Logger) *notifyQueue {
-	q := &notifyQueue{log: log, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// queued is one waiting function: its size and coalescing key if it came
+// from offer.
+type queued struct {
+	f       func()
+	size    int64
+	key     string
+	offered bool
+}
+
+func newNotifyQueue(log *slog.Logger, maxItems int, maxBytes int64) *notifyQueue {
+	q := &notifyQueue{log: log, maxItems: maxItems, maxBytes: maxBytes, keys: map[string]int{},
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go q.run()
 	return q
 }
 
-// push queues f; false if the queue is closed.
+// push queues f, outside the bounds; false if the queue is closed.
 func (q *notifyQueue) push(f func()) bool {
+	return q.add(queued{f: f})
+}
+
+// offerResult is what became of an offer.
+type offerResult int
+
+const (
+	offerQueued    offerResult = iota
+	offerCoalesced             // a waiting item with the same key stands for it
+	offerDropped               // over a bound (counted)
+	offerClosed                // the queue is closed
+)
+
+// offer queues f of size bytes unless the queue is at its bounds; key,
+// if not empty, names a level trigger that a waiting item of the same
+// key stands for then. Below the bounds every offer is queued, so that
+// every notification is handled.
+func (q *notifyQueue) offer(f func(), size int64, key string) offerResult {
+	q.mu.Lock()
+	switch {
+	case q.closing:
+		q.mu.Unlock()
+		return offerClosed
+	case q.offered < q.maxItems && q.bytes+size <= q.maxBytes:
+	case key != "" && q.keys[key] > 0:
+		q.coalesced++
+		q.mu.Unlock()
+		return offerCoalesced
+	default:
+		q.dropped++
+		q.mu.Unlock()
+		return offerDropped
+	}
+	q.mu.Unlock()
+	if !q.add(queued{f: f, size: size, key: key, offered: true}) {
+		return offerClosed
+	}
+	return offerQueued
+}
+
+func (q *notifyQueue) add(it queued) bool {
 	q.mu.Lock()
 	if q.closing {
 		q.mu.Unlock()
 		return false
 	}
-	q.items = append(q.items, f)
+	q.items = append(q.items, it)
+	if it.offered {
+		q.offered++
+		q.bytes += it.size
+		if it.key != "" {
+			q.keys[it.key]++
+		}
+	}
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
 	return true
+}
+
+// stats returns how many offers were dropped and coalesced so far.
+func (q *notifyQueue) stats() (dropped, coalesced int64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.dropped, q.coalesced
 }
 
 func (q *notifyQueue) run() {
@@ -63,11 +141,25 @@ func (q *notifyQueue) run() {
 			<-q.wake
 			continue
 		}
-		f := q.items[0]
-		q.items[0] = nil
+		it := q.items[0]
+		q.items[0] = queued{}
 		q.items = q.items[1:]
+		if len(q.items) == 0 {
+			q.items = nil // let a burst's backing array go
+		}
+		if it.offered {
+			q.offered--
+			q.bytes -= it.size
+			if it.key != "" {
+				// A trigger that runs no longer stands for later ones:
+				// it may have read the state already.
+				if q.keys[it.key]--; q.keys[it.key] == 0 {
+					delete(q.keys, it.key)
+				}
+			}
+		}
 		q.mu.Unlock()
-		f()
+		it.f()
 	}
 }
 
@@ -107,18 +199,99 @@ func (cs *ClientSession) safely(what, method string, f func()) {
 	f()
 }
 
+// maxAnswering bounds the server-to-client requests one session answers
+// at once; more are dropped (and counted), and the server times them out.
+const maxAnswering = 16
+
+// queuedOverhead is what a queued notification costs besides its method
+// and params (the message, the closure, the queue slot), in bytes.
+const queuedOverhead = 256
+
 // handleIncoming routes a message the server sent: notifications to the
-// ordered queue, requests to their handlers.
+// ordered queue (within its bounds), requests to their handlers.
 func (cs *ClientSession) handleIncoming(m *Message) {
 	switch {
 	case m.IsNotification():
-		cs.queue.push(func() { cs.dispatch(m) })
+		size := int64(len(m.Method)+len(m.Params)) + queuedOverhead
+		if cs.queue.offer(func() { cs.dispatch(m) }, size, coalesceKey(m)) == offerDropped {
+			cs.noteDrop(m.Method)
+		}
 	case m.IsRequest():
-		if !cs.goSession(func() { cs.answer(m) }) {
+		if cs.answering.Add(1) > maxAnswering {
+			cs.answering.Add(-1)
+			cs.requestsDropped.Add(1)
+			cs.noteDrop(m.Method)
 			return
+		}
+		if !cs.goSession(func() { defer cs.answering.Add(-1); cs.answer(m) }) {
+			cs.answering.Add(-1)
 		}
 	default:
 		cs.c.log.Debug("mcp client: a response nobody waits for", "id", string(m.ID))
+	}
+}
+
+// coalesceKey names the level trigger m is, or "": a list_changed, or a
+// resources/updated of one URI. When the queue is full, a trigger waiting
+// in it stands for a new one of the same key (its handler runs after both
+// arrived).
+func coalesceKey(m *Message) string {
+	switch m.Method {
+	case "notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed":
+		return m.Method
+	case "notifications/resources/updated":
+		var p struct {
+			URI string `json:"uri"`
+		}
+		if json.Unmarshal(m.Params, &p) != nil || p.URI == "" || len(p.URI) > 2048 {
+			return ""
+		}
+		return m.Method + " " + p.URI
+	}
+	return ""
+}
+
+// Dropped reports how many messages from the server this session dropped
+// so far because its handlers could not keep up: notifications over
+// ClientOptions.MaxQueuedNotifications or MaxQueuedBytes, and
+// server-to-client requests over 16 being answered at once. Level
+// triggers that coalesced with a waiting one are not counted.
+func (cs *ClientSession) Dropped() int64 {
+	d, _ := cs.queue.stats()
+	return d + cs.requestsDropped.Load()
+}
+
+// dropLogEvery spaces the warnings about dropped messages.
+const dropLogEvery = 10 * time.Second
+
+// noteDrop logs a drop (at most once per dropLogEvery) and queues the
+// DroppedHandler unless it waits already.
+func (cs *ClientSession) noteDrop(method string) {
+	now := time.Now()
+	h := cs.c.opts.DroppedHandler
+	cs.mu.Lock()
+	logNow := cs.dropLogged.IsZero() || now.Sub(cs.dropLogged) >= dropLogEvery
+	if logNow {
+		cs.dropLogged = now
+	}
+	run := h != nil && !cs.dropPending
+	if run {
+		cs.dropPending = true
+	}
+	cs.mu.Unlock()
+	if logNow {
+		o := &cs.c.opts
+		cs.c.log.Warn("mcp client: the handlers cannot keep up with the server; dropping what is over the queue's bound",
+			"url", cs.url, "method", method, "dropped", cs.Dropped(),
+			"max_queued_notifications", o.MaxQueuedNotifications, "max_queued_bytes", o.MaxQueuedBytes)
+	}
+	if run {
+		cs.queue.push(func() {
+			cs.mu.Lock()
+			cs.dropPending = false
+			cs.mu.Unlock()
+			cs.safely("dropped", method, func() { h(cs.ctx, cs, cs.Dropped()) })
+		})
 	}
 }
 

@@ -319,14 +319,21 @@ func (cs *ClientSession) listenLoop(ctx context.Context, ls *listenStart, onAck 
 	failures := 0
 	acked := false
 	for ctx.Err() == nil {
+		notified := 0
 		st := &streamState{onMessage: func(m *Message) {
-			if m.Method == "notifications/subscriptions/acknowledged" && !acked {
+			if m.Method != "notifications/subscriptions/acknowledged" {
+				notified++
+				return
+			}
+			if !acked {
 				acked = true
 				close(ls.ack)
 				onAck()
 			}
 		}}
-		if err := cs.listenOnce(ctx, st); err != nil {
+		start := time.Now()
+		err := cs.listenOnce(ctx, st)
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -335,20 +342,32 @@ func (cs *ClientSession) listenLoop(ctx context.Context, ls *listenStart, onAck 
 				ls.failed <- err
 				return
 			}
+		}
+		// A stream that carried a notification, or stayed open a while,
+		// made progress; one that ended soon with nothing but its
+		// acknowledgement (cleanly or not) is a failure, and the delay
+		// before the next listen doubles.
+		if notified > 0 || time.Since(start) >= listenSteady {
+			failures = 0
+		} else {
 			failures++
+		}
+		if err != nil || failures > 0 {
 			level := slog.LevelDebug
-			if failures >= 3 {
+			if failures >= 3 || fatalStreamError(err) {
 				level = slog.LevelWarn
 			}
-			cs.c.log.Log(ctx, level, "mcp client: subscriptions/listen failed; retrying", "err", err, "failures", failures)
-		} else {
-			failures = 0
+			cs.c.log.Log(ctx, level, "mcp client: subscriptions/listen ended; listening again", "err", err, "failures", failures)
 		}
 		if sleepCtx(ctx, cs.backoff(st.retry, failures)) != nil {
 			return
 		}
 	}
 }
+
+// listenSteady is how long a listen stream must stay open to count as
+// progress without carrying a notification.
+const listenSteady = 10 * time.Second
 
 // listenOnce runs one subscriptions/listen request until its stream ends.
 func (cs *ClientSession) listenOnce(ctx context.Context, st *streamState) error {

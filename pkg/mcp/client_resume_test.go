@@ -32,7 +32,8 @@ func TestClientResumesAfterRetry(t *testing.T) {
 		}
 		return http.DefaultTransport.RoundTrip(r)
 	})
-	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{HTTPClient: &http.Client{Transport: rt}, Logger: slog.New(slog.DiscardHandler)})
+	// MinRetryDelay: the server asks for 50ms, below the default floor.
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{HTTPClient: &http.Client{Transport: rt}, Logger: slog.New(slog.DiscardHandler), MinRetryDelay: 50 * time.Millisecond})
 	client.AddNotificationHandler("notifications/message", func(ctx context.Context, cs *mcp.ClientSession, method string, params json.RawMessage) {
 		var p struct {
 			Data struct {

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -57,7 +59,7 @@ func (cs *ClientSession) post(ctx context.Context, sid string, body []byte, extr
 	for k, v := range extra {
 		req.Header[k] = v
 	}
-	resp, err := cs.c.opts.HTTPClient.Do(req)
+	resp, err := cs.do(req)
 	if err != nil {
 		return nil, transportError(err)
 	}
@@ -202,14 +204,24 @@ func withMeta(p json.RawMessage, key string, value string) (json.RawMessage, err
 	return json.Marshal(obj)
 }
 
-// streamState is where a stream got to: the last event id, and the
-// reconnection delay the server asked for.
+// streamState is where a stream got to: the last event id, the
+// reconnection delay the server asked for, and what it carried.
 type streamState struct {
 	lastID string
 	retry  time.Duration
 	// onMessage, if set, sees every message before it is handled.
 	onMessage func(*Message)
+	// events counts the events read (over all resumptions of one
+	// request's stream), messages the JSON-RPC messages among them.
+	events, messages int
+	// maxEvents, if not 0, bounds events: a request's stream that sends
+	// more before its response fails.
+	maxEvents int
 }
+
+// errUndecodable reports an SSE event whose data is not JSON-RPC: the
+// stream is not an MCP stream, and resuming it would only read more.
+var errUndecodable = errors.New("mcp: undecodable SSE event")
 
 // readResponse reads the answer to the request with id key from resp: a
 // JSON body, or an SSE stream that carries the requests and notifications
@@ -242,23 +254,33 @@ func (cs *ClientSession) readResponse(ctx context.Context, sid string, resp *htt
 		resp.Body.Close()
 		return nil, fmt.Errorf("unexpected Content-Type %q", resp.Header.Get("Content-Type"))
 	}
-	st := &streamState{}
+	st := &streamState{maxEvents: cs.c.opts.MaxStreamMessages}
 	failures := 0
 	for {
+		messages := st.messages
 		m, err := cs.readStream(resp.Body, key, st)
 		resp.Body.Close()
 		if m != nil {
 			return m, nil
 		}
+		if fatalStreamError(err) {
+			return nil, err
+		}
 		if st.lastID == "" || cs.isModern() {
 			return nil, fmt.Errorf("stream ended before the response, with no event id to resume from: %v", err)
 		}
-		if err == nil {
-			failures = 0 // the stream ended cleanly (retry:)
+		// A resumption that carried a message made progress; one that
+		// carried none (it ended at once, or stayed silent) counts as
+		// failed, so that a server that ends every stream at once gets
+		// fewer and fewer attempts, and then an error.
+		if st.messages > messages {
+			failures = 0
+		} else {
+			failures++
 		}
 		for {
 			if failures >= cs.c.opts.MaxResumeAttempts {
-				return nil, fmt.Errorf("resuming the stream after %s: %d attempts failed: %v", st.lastID, failures, err)
+				return nil, fmt.Errorf("resuming the stream after %s: %d attempts in a row brought nothing (last: %v)", st.lastID, failures, errOrEnd(err))
 			}
 			if werr := sleepCtx(ctx, cs.backoff(st.retry, failures)); werr != nil {
 				return nil, werr
@@ -275,8 +297,26 @@ func (cs *ClientSession) readResponse(ctx context.Context, sid string, resp *htt
 	}
 }
 
+// fatalStreamError reports whether err ends a stream for good: the server
+// sends what is not MCP, or more than the client takes.
+func fatalStreamError(err error) bool {
+	return errors.Is(err, errUndecodable) || errors.Is(err, errEventTooLarge) || errors.Is(err, errTooManyEvents)
+}
+
+func errOrEnd(err error) any {
+	if err == nil {
+		return "the stream ended"
+	}
+	return err
+}
+
+// errTooManyEvents reports a request's stream over MaxStreamMessages.
+var errTooManyEvents = errors.New("mcp: too many events on the stream of one request")
+
 // readStream reads SSE events from r, handling every message that is not
-// the response with id key, until that response (returned) or the end.
+// the response with id key, until that response (returned) or the end
+// (nil, nil). An event that is not JSON-RPC ends it with errUndecodable,
+// more than st.maxEvents events with errTooManyEvents.
 func (cs *ClientSession) readStream(r io.Reader, key string, st *streamState) (*Message, error) {
 	sr := newSSEReader(r)
 	for {
@@ -286,6 +326,10 @@ func (cs *ClientSession) readStream(r io.Reader, key string, st *streamState) (*
 				return nil, nil
 			}
 			return nil, err
+		}
+		st.events++
+		if st.maxEvents > 0 && st.events > st.maxEvents {
+			return nil, fmt.Errorf("%w: more than %d before the response (ClientOptions.MaxStreamMessages)", errTooManyEvents, st.maxEvents)
 		}
 		if ev.HasID {
 			st.lastID = ev.ID
@@ -298,13 +342,14 @@ func (cs *ClientSession) readStream(r io.Reader, key string, st *streamState) (*
 		}
 		msgs, _, rerr := DecodeMessages(ev.Data)
 		if rerr != nil {
-			cs.c.log.Warn("mcp client: undecodable SSE event", "err", rerr, "event", ev.String())
-			continue
+			cs.c.log.Warn("mcp client: undecodable SSE event; dropping the stream", "err", rerr, "event", ev.String())
+			return nil, fmt.Errorf("%w (%s): %v", errUndecodable, ev, rerr)
 		}
 		for _, m := range msgs {
 			if key != "" && m.IsResponse() && canonicalID(m.ID) == key {
 				return m, nil
 			}
+			st.messages++
 			if st.onMessage != nil {
 				st.onMessage(m)
 			}
@@ -324,7 +369,7 @@ func (cs *ClientSession) get(ctx context.Context, sid, lastID string) (*http.Res
 		req.Header.Set("Last-Event-ID", lastID)
 	}
 	cs.setHeaders(req, sid)
-	resp, err := cs.c.opts.HTTPClient.Do(req)
+	resp, err := cs.do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -339,17 +384,25 @@ func (cs *ClientSession) get(ctx context.Context, sid, lastID string) (*http.Res
 	return nil, &HTTPError{Status: resp.StatusCode, Body: string(b)}
 }
 
+// maxServerRetry bounds the delay a server's "retry:" can ask for.
+const maxServerRetry = 10 * time.Minute
+
 // backoff is the wait before a reconnection: the server's retry (or
-// RetryDelay), doubled for every failed attempt, at most MaxRetryDelay.
+// RetryDelay), at least MinRetryDelay and at most 10 minutes, doubled for
+// every failed attempt, at most MaxRetryDelay (or the server's retry if
+// longer).
 func (cs *ClientSession) backoff(retry time.Duration, failures int) time.Duration {
+	o := &cs.c.opts
 	d := retry
 	if d <= 0 {
-		d = cs.c.opts.RetryDelay
+		d = o.RetryDelay
 	}
+	d = min(max(d, o.MinRetryDelay), maxServerRetry)
+	ceiling := max(o.MaxRetryDelay, d)
 	for range min(failures, 16) {
 		d *= 2
 	}
-	return min(d, max(cs.c.opts.MaxRetryDelay, retry))
+	return min(d, ceiling)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -406,13 +459,24 @@ func (cs *ClientSession) getLoop(ctx context.Context, sid string) {
 		resp, err := cs.get(ctx, sid, st.lastID)
 		switch {
 		case err == nil:
-			before := st.lastID
+			// Progress is a message or a new event id (mcpush ends an idle
+			// stream at once with a new id, and the client comes back
+			// after the retry delay). A stream that brings neither, ended
+			// cleanly or not, is a failure: the delay doubles.
+			before, messages := st.lastID, st.messages
 			_, rerr := cs.readStream(resp.Body, "", st)
 			resp.Body.Close()
-			if rerr == nil || st.lastID != before {
+			if st.lastID != before || st.messages > messages {
 				failures = 0
 			} else {
 				failures++
+			}
+			if rerr != nil && ctx.Err() == nil {
+				level := slog.LevelDebug
+				if fatalStreamError(rerr) || failures >= 3 {
+					level = slog.LevelWarn
+				}
+				cs.c.log.Log(ctx, level, "mcp client: GET stream broke; resuming", "err", rerr, "last_event_id", st.lastID, "failures", failures)
 			}
 		case errors.Is(err, ErrSessionNotFound):
 			if ctx.Err() != nil {
@@ -446,4 +510,102 @@ func (cs *ClientSession) getLoop(ctx context.Context, sid string) {
 			return
 		}
 	}
+}
+
+// idleTimeoutError reports a request whose response headers, or a stream
+// on which any byte, did not come within ClientOptions.IdleTimeout.
+type idleTimeoutError struct{ d time.Duration }
+
+func (e *idleTimeoutError) Error() string {
+	return fmt.Sprintf("mcp: nothing received for %v (ClientOptions.IdleTimeout)", e.d)
+}
+
+// do sends req with the idle timeout: the request is cancelled when its
+// response headers, or then any byte of its body, take longer than
+// IdleTimeout. Every byte (a keep-alive comment too) restarts the clock.
+func (cs *ClientSession) do(req *http.Request) (*http.Response, error) {
+	d := cs.c.opts.IdleTimeout
+	if d < 0 {
+		return cs.c.opts.HTTPClient.Do(req)
+	}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	idle := &idleTimeoutError{d: d}
+	t := time.AfterFunc(d, func() { cancel(idle) })
+	resp, err := cs.c.opts.HTTPClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Stop()
+		timedOut := context.Cause(ctx) == error(idle)
+		cancel(nil)
+		if timedOut {
+			return nil, idle
+		}
+		return nil, err
+	}
+	t.Reset(d)
+	resp.Body = &idleBody{rc: resp.Body, t: t, d: d, ctx: ctx, cancel: cancel, idle: idle}
+	return resp, nil
+}
+
+// idleBody is a response body whose reads restart the idle timer.
+type idleBody struct {
+	rc     io.ReadCloser
+	t      *time.Timer
+	d      time.Duration
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	idle   *idleTimeoutError
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		b.t.Reset(b.d)
+	}
+	if err != nil && !errors.Is(err, io.EOF) && context.Cause(b.ctx) == error(b.idle) {
+		return n, b.idle
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.t.Stop()
+	err := b.rc.Close()
+	b.cancel(nil)
+	return err
+}
+
+// ErrCrossOriginRedirect is returned (wrapped) for a redirect to another
+// origin than the request's (scheme, host, port): the client does not
+// follow it, so that the headers it adds (ClientOptions.Header: API keys,
+// tokens) and request signatures reach only the server they were meant
+// for.
+var ErrCrossOriginRedirect = errors.New("mcp: redirect to another origin refused")
+
+// sameOriginRedirect is the client's http.Client.CheckRedirect: at most
+// 10 redirects, each within the first request's origin.
+func sameOriginRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("mcp: stopped after 10 redirects")
+	}
+	from, to := origin(via[0].URL), origin(req.URL)
+	if from != to {
+		return fmt.Errorf("%w: %s redirected to %s", ErrCrossOriginRedirect, from, to)
+	}
+	return nil
+}
+
+// origin is scheme://host:port of u, lower-case, with the scheme's
+// default port made explicit.
+func origin(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + strings.ToLower(u.Hostname()) + ":" + port
 }

@@ -30,3 +30,24 @@ func (h *StreamableHandler) storeFailure(w http.ResponseWriter, r *http.Request,
 		w.Write(encodeResponse(nil, nil, e))
 	}
 }
+
+// authFailure answers a request the Authenticator refused: 403 for
+// ErrInsufficientScope, 503 with Retry-After for ErrAuthUnavailable, 401
+// otherwise, with the error's WWW-Authenticate challenge if it has one.
+func authFailure(w http.ResponseWriter, err error) {
+	var c Challenger
+	if errors.As(err, &c) {
+		if v := c.WWWAuthenticate(); v != "" {
+			w.Header().Set("WWW-Authenticate", v)
+		}
+	}
+	switch {
+	case errors.Is(err, ErrInsufficientScope):
+		httpError(w, http.StatusForbidden, CodeInvalidRequest, "Forbidden: "+err.Error())
+	case errors.Is(err, ErrAuthUnavailable):
+		w.Header().Set("Retry-After", "5")
+		httpError(w, http.StatusServiceUnavailable, CodeInternalError, "Service Unavailable: "+err.Error())
+	default:
+		httpError(w, http.StatusUnauthorized, CodeInvalidRequest, "Unauthorized: "+err.Error())
+	}
+}

@@ -76,3 +76,51 @@ func TestStoreFailureStatus(t *testing.T) {
 		t.Errorf("GET of an unknown session: HTTP %d, want 404", resp.StatusCode)
 	}
 }
+
+// authErr is an Authenticator error with a challenge.
+type authErr struct {
+	kind      error
+	challenge string
+}
+
+func (e authErr) Error() string           { return "refused" }
+func (e authErr) Unwrap() error           { return e.kind }
+func (e authErr) WWWAuthenticate() string { return e.challenge }
+
+type refuse struct{ err error }
+
+func (a refuse) Authenticate(*http.Request) (string, error) { return "", a.err }
+
+// TestAuthFailureStatus checks the one mapping of Authenticator errors to
+// HTTP: 401 by default, 403 for ErrInsufficientScope, 503 with
+// Retry-After for ErrAuthUnavailable, each with the error's challenge.
+func TestAuthFailureStatus(t *testing.T) {
+	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, nil)
+	for _, tc := range []struct {
+		name       string
+		err        error
+		status     int
+		challenge  string
+		retryAfter bool
+	}{
+		{"plain error", errors.New("no"), 401, "", false},
+		{"unauthorized", authErr{mcp.ErrUnauthorized, `Bearer resource_metadata="x"`}, 401, `Bearer resource_metadata="x"`, false},
+		{"insufficient scope", authErr{mcp.ErrInsufficientScope, `Bearer error="insufficient_scope"`}, 403, `Bearer error="insufficient_scope"`, false},
+		{"unavailable", authErr{mcp.ErrAuthUnavailable, ""}, 503, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{Authenticator: refuse{tc.err}}))
+			defer ts.Close()
+			resp, body := testutil.PostRead(t, nil, ts.URL, "", testutil.RPC(1, "ping", nil))
+			if resp.StatusCode != tc.status || resp.Header.Get("WWW-Authenticate") != tc.challenge || (resp.Header.Get("Retry-After") != "") != tc.retryAfter {
+				t.Errorf("%d WWW-Authenticate %q Retry-After %q %s; want %d %q retry-after %v",
+					resp.StatusCode, resp.Header.Get("WWW-Authenticate"), resp.Header.Get("Retry-After"), body, tc.status, tc.challenge, tc.retryAfter)
+			}
+		})
+	}
+}

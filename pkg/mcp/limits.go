@@ -56,6 +56,15 @@ type Limits struct {
 	// HTTP 429 with Retry-After and stores nothing. With the per-session
 	// bounds it bounds what a principal holds (docs/limits.md).
 	MaxSessionsPerPrincipal int
+	// MaxListensPerPrincipal bounds the open subscriptions/listen streams
+	// (2026 era) of one principal, parked ones included, over all
+	// processes sharing the store, when the store implements
+	// notify.SessionCounter: a listen beyond it gets HTTP 429 with
+	// Retry-After and stores nothing. Each stream has at most
+	// MaxListenSubscriptions resource subscriptions, so this bounds their
+	// total too. Listen streams do not count against
+	// MaxSessionsPerPrincipal.
+	MaxListensPerPrincipal int
 }
 
 // DefaultLimits are the limits of a server whose options leave them zero.
@@ -72,6 +81,7 @@ var DefaultLimits = Limits{
 	MaxRequestsPerMinute:    6000,
 	MaxSessionsPerHour:      1000,
 	MaxSessionsPerPrincipal: 100,
+	MaxListensPerPrincipal:  20,
 }
 
 // withDefaults returns l with every zero (or negative) field set to its
@@ -94,6 +104,7 @@ func (l Limits) withDefaults() Limits {
 	set(&l.MaxRequestsPerMinute, d.MaxRequestsPerMinute)
 	set(&l.MaxSessionsPerHour, d.MaxSessionsPerHour)
 	set(&l.MaxSessionsPerPrincipal, d.MaxSessionsPerPrincipal)
+	set(&l.MaxListensPerPrincipal, d.MaxListensPerPrincipal)
 	if l.BodyReadTimeout <= 0 {
 		l.BodyReadTimeout = d.BodyReadTimeout
 	}

@@ -68,6 +68,45 @@ func listenParkURI(principal string, f *SubscriptionFilter) string {
 // with the same filter.
 const listenParkFor = 2 * time.Minute
 
+// listenPrincipal is the Principal of principal's listen backing
+// sessions. The store counts sessions by Principal (notify.SessionCounter),
+// so a principal's listen streams are counted apart from its 2025-era
+// sessions (MaxListensPerPrincipal, not MaxSessionsPerPrincipal) and never
+// crowd them out; and no request's principal owns a backing session, so
+// none can be used as a 2025-era session. It is injective: the backing
+// sessions of two principals never share a count.
+func listenPrincipal(principal string) string {
+	sum := sha256.Sum256([]byte(principal))
+	return "mcpush-listen:" + base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// Lifetime of a listen backing session. A stream extends its backing
+// session's expiry while it polls (listenStream.refresh), so the session
+// of a stream whose process died (SIGKILL, a crash, a frozen Lambda
+// sandbox) expires within listenTTL: it stops counting against
+// MaxListensPerPrincipal and stops receiving fan-out.
+const (
+	// minListenTTL is the shortest expiry a stream gives its backing
+	// session: a slow store or a paused poll must not end a live stream.
+	minListenTTL = 30 * time.Second
+	// listenTTLPolls is how many of its longest poll intervals a backing
+	// session outlives its stream's last poll by, at least.
+	listenTTLPolls = 4
+)
+
+// listenQuotaRetry is the Retry-After of a listen refused because its
+// principal holds MaxListensPerPrincipal streams: one frees up when the
+// client ends one, or when a crashed process's expires (minListenTTL).
+const listenQuotaRetry = 10 * time.Second
+
+// errListenQuota refuses a listen over MaxListensPerPrincipal.
+type errListenQuota struct{ limit int }
+
+func (e *errListenQuota) Error() string {
+	return "this principal has " + itoa(int64(e.limit)) +
+		" open listen streams, the limit; end one (notifications/cancelled or closing it) or retry later"
+}
+
 // listenAdopted prefixes the key of the write-once message that claims a
 // parked listen stream's backing session for a new stream.
 const listenAdopted = "listen/adopted"
@@ -124,8 +163,8 @@ func parseListenFilter(params json.RawMessage) (*SubscriptionFilter, error) {
 		if uri == "" || len(uri) > maxListenURI {
 			return nil, Errorf(CodeInvalidParams, "invalid params: a resourceSubscriptions URI must have 1 to %d bytes", maxListenURI)
 		}
-		if strings.HasPrefix(uri, "mcpush-listen:") {
-			return nil, Errorf(CodeInvalidParams, "invalid params: %q is not a resource", uri)
+		if reservedURI(uri) {
+			return nil, Errorf(CodeInvalidParams, "invalid params: %q is not a resource (the %s URI scheme prefix is reserved)", clipText(uri, 64), reservedURIPrefix)
 		}
 	}
 	return &f, nil
@@ -186,24 +225,31 @@ func tagSubscription(msg []byte, id json.RawMessage) ([]byte, string, error) {
 // backing session in the store, its filter and its read position. Not
 // safe for concurrent use: one goroutine serves a stream.
 type listenStream struct {
-	srv    *Server
-	sess   *ServerSession // the backing session
-	id     json.RawMessage
-	filter *SubscriptionFilter // what the server acknowledged
-	after  int64
+	srv       *Server
+	sess      *ServerSession // the backing session
+	principal string         // the client's (the backing session's is listenPrincipal of it)
+	id        json.RawMessage
+	filter    *SubscriptionFilter // what the server acknowledged
+	after     int64
+	ttl       time.Duration // the backing session's expiry after a refresh
 }
 
 // openListen opens a listen stream for the 2026-era request (ss, id) with
-// the client's filter f. It adopts a parked stream of the same principal
+// the client's filter f, whose backing session expires ttl after the
+// stream's last refresh. It adopts a parked stream of the same principal
 // and filter if there is one (see park), and so starts with what reached
-// that one since it ended; otherwise it creates a backing session whose
-// baseline is the registries as they are now (nothing from before the
-// stream), subscribed to the acknowledged resources and to the stream's
-// cancel URI.
-func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawMessage, f *SubscriptionFilter) (*listenStream, error) {
+// that one since it ended; otherwise, if the principal holds fewer than
+// MaxListensPerPrincipal listen streams (*errListenQuota if not, before
+// anything is stored), it creates a backing session whose baseline is the
+// registries as they are now (nothing from before the stream), subscribed
+// to the acknowledged resources and to the stream's cancel URI.
+func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawMessage, f *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
 	ack := s.acknowledged(f)
-	if l, err := s.adoptListen(ctx, ss, id, ack); l != nil || err != nil {
+	if l, err := s.adoptListen(ctx, ss, id, ack, ttl); l != nil || err != nil {
 		return l, err
+	}
+	if err := s.allowListen(ctx, ss.Principal()); err != nil {
+		return nil, err
 	}
 	hashes, err := s.store.RegistryHashes(ctx)
 	if err != nil {
@@ -212,7 +258,7 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawM
 	now := s.opts.Now()
 	st := &notify.Session{
 		ID:                 "listen-" + randomID(16),
-		Principal:          ss.Principal(),
+		Principal:          listenPrincipal(ss.Principal()),
 		ProtocolVersion:    ss.ProtocolVersion(),
 		ClientCapabilities: ss.state.ClientCapabilities,
 		Initialized:        true,
@@ -220,13 +266,13 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawM
 		// the ingest fans out only resources/updated to it.
 		LogLevel:       string(loggingLevels[len(loggingLevels)-1]),
 		CreatedAt:      now,
-		ExpiresAt:      now.Add(s.opts.SessionIdleTimeout),
+		ExpiresAt:      now.Add(ttl),
 		NotifiedHashes: hashes,
 	}
 	if err := s.store.CreateSession(ctx, st); err != nil {
 		return nil, fmt.Errorf("creating the backing session: %w", err)
 	}
-	l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, id: id, filter: ack}
+	l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, ttl: ttl}
 	for _, uri := range append([]string{listenCancelURI(ss.Principal(), id)}, ack.ResourceSubscriptions...) {
 		if err := s.store.Subscribe(ctx, st.ID, uri); err != nil {
 			l.close(ctx)
@@ -236,12 +282,34 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawM
 	return l, nil
 }
 
+// allowListen returns *errListenQuota if principal holds
+// MaxListensPerPrincipal listen streams (open or parked, on any process):
+// one read of the store's per-principal index of their backing sessions.
+// A store without one (notify.SessionCounter), or a failed read, does not
+// refuse (the failure is logged).
+func (s *Server) allowListen(ctx context.Context, principal string) error {
+	sc, ok := s.store.(notify.SessionCounter)
+	if !ok {
+		return nil
+	}
+	limit := s.opts.Limits.MaxListensPerPrincipal
+	n, err := sc.CountSessions(ctx, listenPrincipal(principal), limit)
+	if err != nil {
+		s.log.WarnContext(ctx, "counting the listen streams of a principal", "err", err)
+		return nil
+	}
+	if n >= limit {
+		return &errListenQuota{limit: limit}
+	}
+	return nil
+}
+
 // adoptListen takes over a parked listen stream of ss's principal with the
 // acknowledged filter ack for the request id: claimed with a write-once
 // message (one claimant wins), moved from the park to id's cancel URI,
-// with its expiry extended; the stream reads its log from where the parked
+// with its expiry extended to ttl; the stream reads its log from where the parked
 // one stopped. It returns nil when there is none to adopt.
-func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, id json.RawMessage, ack *SubscriptionFilter) (*listenStream, error) {
+func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, id json.RawMessage, ack *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
 	park := listenParkURI(ss.Principal(), ack)
 	ids, err := s.store.Subscribers(ctx, park)
 	if err != nil {
@@ -258,7 +326,7 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, id json.Raw
 		if err != nil {
 			return nil, fmt.Errorf("reading a parked listen stream: %w", err)
 		}
-		if st.Principal != ss.Principal() {
+		if st.Principal != listenPrincipal(ss.Principal()) {
 			continue // not one of this principal's streams
 		}
 		// The claim names the session's version, which each park
@@ -270,7 +338,7 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, id json.Raw
 		if err != nil {
 			return nil, fmt.Errorf("claiming a parked listen stream: %w", err)
 		}
-		l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, id: id, filter: ack, after: st.Delivered}
+		l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, after: st.Delivered, ttl: ttl}
 		if err := s.store.Unsubscribe(ctx, sid, park); err != nil {
 			return nil, fmt.Errorf("adopting a parked listen stream: %w", err)
 		}
@@ -278,7 +346,7 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, id json.Raw
 			return nil, fmt.Errorf("adopting a parked listen stream: %w", err)
 		}
 		now := s.opts.Now()
-		if err := s.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt = now.Add(s.opts.SessionIdleTimeout) }); err != nil {
+		if err := s.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt = now.Add(ttl) }); err != nil {
 			return nil, fmt.Errorf("adopting a parked listen stream: %w", err)
 		}
 		return l, nil
@@ -290,7 +358,8 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, id json.Raw
 // request's deadline, shutdown) for listenParkFor, so that the client's
 // next listen with the same filter adopts it and gets what reached it in
 // between: the era has no replay, and this is what keeps a change from
-// falling between two streams. It records the read position, drops the
+// falling between two streams. Its expiry is set to listenParkFor, however
+// short the stream's ttl. It records the read position, drops the
 // stream's cancel URI and subscribes the session to the park. A failure
 // deletes the session instead.
 func (l *listenStream) park(ctx context.Context) {
@@ -299,14 +368,14 @@ func (l *listenStream) park(ctx context.Context) {
 	s, st := l.srv, l.sess.state
 	err := s.store.MarkDelivered(ctx, st.ID, l.after)
 	if err == nil {
-		err = s.store.Unsubscribe(ctx, st.ID, listenCancelURI(st.Principal, l.id))
+		err = s.store.Unsubscribe(ctx, st.ID, listenCancelURI(l.principal, l.id))
 	}
 	if err == nil {
 		until := s.opts.Now().Add(listenParkFor)
 		err = s.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt = until })
 	}
 	if err == nil { // last: an adopter finds it parked in full
-		err = s.store.Subscribe(ctx, st.ID, listenParkURI(st.Principal, l.filter))
+		err = s.store.Subscribe(ctx, st.ID, listenParkURI(l.principal, l.filter))
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "parking a listen stream", "stream", st.ID, "err", err)
@@ -360,6 +429,31 @@ func (l *listenStream) next(ctx context.Context, registryAge time.Duration) (msg
 	return msgs, false, len(evs) == readBatch, nil
 }
 
+// refresh extends the backing session's expiry to ttl from now once less
+// than half of ttl is left: one conditional update per ttl/2 of a live
+// stream, not one per poll (the poll reads the stored expiry). A stream
+// whose process died refreshes nothing, so its session expires within ttl
+// of its last poll.
+func (l *listenStream) refresh(ctx context.Context) {
+	now := l.srv.opts.Now()
+	if l.sess.state.ExpiresAt.Sub(now) > l.ttl/2 {
+		return
+	}
+	if err := l.srv.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt = now.Add(l.ttl) }); err != nil {
+		l.srv.log.WarnContext(ctx, "extending a listen stream's expiry", "stream", l.sess.ID(), "err", err)
+	}
+}
+
+// listenTTL is the expiry of a listen backing session after its stream's
+// refresh: listenTTLPolls of the stream's longest poll interval (an idle
+// stream polls every RetryInterval, and at least once per KeepAlive), and
+// at least minListenTTL.
+func (h *StreamableHandler) listenTTL() time.Duration {
+	poll := h.srv.opts.PollInterval
+	gap := max(poll, min(max(poll, h.opts.RetryInterval), h.opts.KeepAlive))
+	return max(listenTTLPolls*gap, minListenTTL)
+}
+
 // close deletes the backing session, with its log and subscriptions.
 func (l *listenStream) close(ctx context.Context) {
 	if err := l.srv.store.DeleteSession(context.WithoutCancel(ctx), l.sess.ID()); err != nil && !errors.Is(err, notify.ErrNotFound) {
@@ -390,7 +484,12 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 	// first, so l.close runs before streams.Done.
 	h.streams.Add(1)
 	defer h.streams.Done()
-	l, err := h.srv.openListen(ctx, ss, m.ID, f)
+	l, err := h.srv.openListen(ctx, ss, m.ID, f, h.listenTTL())
+	var quota *errListenQuota
+	if errors.As(err, &quota) {
+		rateLimited(w, listenQuotaRetry, quota.Error())
+		return
+	}
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, encodeResponse(m.ID, nil, h.srv.internalError(ctx, "opening listen stream", err)))
 		return
@@ -440,8 +539,8 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		switch {
 		case err == nil:
 			// The backing session lives as long as the stream: extend its
-			// expiry (one write per half SessionIdleTimeout).
-			h.srv.touch(ctx, l.sess)
+			// expiry (one write per half its ttl).
+			l.refresh(ctx)
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, notify.ErrNotFound):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 )
@@ -91,7 +92,11 @@ func requestName(method string, params json.RawMessage) string {
 }
 
 // readRetry decodes and verifies the multi round-trip members of a
-// request's params. Any failure is an invalid-params error.
+// request's params. Any failure is an invalid-params error. With a
+// requestState it keeps only the inputResponses to the input requests
+// that the state's round asked for: answers nobody asked for are ignored.
+// (Without one, a handler may take answers given before it asked, but ask
+// copies into the next state only those it used.)
 func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]json.RawMessage, state []byte, answers map[string]json.RawMessage, err error) {
 	var p mrtrParams
 	if len(m.Params) > 0 {
@@ -112,11 +117,13 @@ func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]
 			return nil, nil, nil, Errorf(CodeInvalidParams, "invalid params: %s takes no inputResponses", m.Method)
 		}
 	}
+	var body *stateBody
 	if p.RequestState != nil {
 		if !mrtrMethods[m.Method] {
 			return nil, nil, nil, Errorf(CodeInvalidParams, "invalid params: %s takes no requestState", m.Method)
 		}
-		body, err := s.states.verify(*p.RequestState)
+		var err error
+		body, err = s.states.verify(*p.RequestState)
 		if err == nil && (body.Method != m.Method || body.Name != requestName(m.Method, m.Params) || body.Principal != principalTag(ss.Principal())) {
 			err = ErrStateMismatch
 		}
@@ -126,6 +133,17 @@ func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]
 		state, answers = body.Data, body.Answers
 		if state == nil {
 			state = []byte{}
+		}
+	}
+	asked := map[string]bool{}
+	if body != nil {
+		for _, k := range body.Asked {
+			asked[k] = true
+		}
+		for k := range responses {
+			if !asked[k] {
+				delete(responses, k)
+			}
 		}
 	}
 	return responses, state, answers, nil
@@ -160,10 +178,19 @@ func (s *Server) inputRequired(ctx context.Context, ss *ServerSession, m *Messag
 		}
 		return nil, MissingClientCapability(names...)
 	}
-	token := s.states.sign(stateBody{Method: m.Method, Name: requestName(m.Method, m.Params), Principal: principalTag(ss.Principal()), Data: ir.State, Answers: ir.answers})
+	asked := make([]string, 0, len(ir.Requests))
+	for key := range ir.Requests {
+		asked = append(asked, key)
+	}
+	sort.Strings(asked)
+	token := s.states.sign(stateBody{Method: m.Method, Name: requestName(m.Method, m.Params), Principal: principalTag(ss.Principal()), Data: ir.State, Answers: ir.answers, Asked: asked})
 	if len(token) > maxStateBytes {
 		// The retry would be refused as malformed: fail now, saying why,
-		// rather than send a state that can never be used.
+		// rather than send a state that can never be used. When the
+		// client's answers alone make it too large, the client is told.
+		if len(ir.answers) > 0 && len(s.states.sign(stateBody{Method: m.Method, Name: requestName(m.Method, m.Params), Principal: principalTag(ss.Principal()), Data: ir.State, Asked: asked})) <= maxStateBytes {
+			return nil, Errorf(CodeInvalidParams, "invalid params: the inputResponses are too large to carry to the next round: requestState would be %d bytes, over %d", len(token), maxStateBytes)
+		}
 		return nil, fmt.Errorf("%s: requestState would be %d bytes, over the %d a retry may send back (the handler's state and the earlier answers it carries are too large)", m.Method, len(token), maxStateBytes)
 	}
 	return &inputRequiredResult{ResultType: resultInputRequired, InputRequests: ir.Requests, RequestState: token}, nil
@@ -195,19 +222,22 @@ func (c *call) ask(method string, params, result any) error {
 	c.asks++
 	key := fmt.Sprintf("%s#%d", method, c.asks)
 	raw, ok := c.inputResponses[key]
-	if !ok {
+	if ok {
+		if c.used == nil {
+			c.used = map[string]json.RawMessage{}
+		}
+		c.used[key] = raw
+	} else {
 		raw, ok = c.answers[key]
 	}
 	if !ok {
-		answers := map[string]json.RawMessage{}
-		for k, v := range c.answers {
-			answers[k] = v
+		// The next round's state carries the answers this run used, and
+		// no other inputResponses: only what a handler asked for.
+		answers := maps.Clone(c.answers)
+		if answers == nil {
+			answers = map[string]json.RawMessage{}
 		}
-		for k, v := range c.inputResponses {
-			if _, ours := inputMethods[k[:max(strings.LastIndexByte(k, '#'), 0)]]; ours {
-				answers[k] = v
-			}
-		}
+		maps.Copy(answers, c.used)
 		return &InputRequired{Requests: map[string]*InputRequest{key: {Method: method, Params: params}}, State: c.state, answers: answers}
 	}
 	if err := json.Unmarshal(raw, result); err != nil {

@@ -43,6 +43,9 @@ type stateBody struct {
 	// Answers are the client's answers to the server-to-client requests
 	// of earlier rounds (Elicit, CreateMessage, ListRoots), by key.
 	Answers map[string]json.RawMessage `json:"a,omitempty"`
+	// Asked are the keys of the input requests of the round that issued
+	// the state: the only inputResponses a retry with it may carry.
+	Asked []string `json:"q,omitempty"`
 }
 
 // stateSigner signs and verifies requestState tokens. Immutable after

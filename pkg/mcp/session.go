@@ -291,12 +291,14 @@ type call struct {
 	progress      *progressThrottle
 	// method is the request's method. inputResponses, state and answers
 	// come from a retried 2026-era request; asks counts the
-	// server-to-client requests of this run (see ask).
+	// server-to-client requests of this run, and used holds those of
+	// them answered by inputResponses (see ask).
 	method         string
 	inputResponses map[string]json.RawMessage
 	state          []byte
 	answers        map[string]json.RawMessage
 	asks           int
+	used           map[string]json.RawMessage
 }
 
 type callKey struct{}

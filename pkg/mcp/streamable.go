@@ -18,7 +18,9 @@ import (
 
 // Authenticator identifies the principal behind an HTTP request. A
 // session belongs to the principal that created it; another principal
-// gets 404 for it. An error is answered with 401.
+// gets 404 for it. An error is answered with 401, or with what the
+// sentinel it wraps says (ErrInsufficientScope, ErrAuthUnavailable), and
+// with the WWW-Authenticate header of an error that is a Challenger.
 type Authenticator interface {
 	Authenticate(r *http.Request) (principal string, err error)
 }
@@ -166,11 +168,15 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	principal, err := h.opts.Authenticator.Authenticate(r)
 	if err != nil {
-		httpError(w, http.StatusUnauthorized, CodeInvalidRequest, "Unauthorized: "+err.Error())
+		authFailure(w, err)
 		return
 	}
 	if ok, retry := h.rate.allow(r.Context(), "req/"+principal, h.srv.opts.Limits.MaxRequestsPerMinute, time.Minute); !ok {
 		rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxRequestsPerMinute))+" requests per minute")
+		return
+	}
+	if e := checkRepeatedHeaders(r.Header); e != nil {
+		writeError(w, http.StatusBadRequest, e)
 		return
 	}
 	if wantsStateless(r) {

@@ -29,6 +29,12 @@
 // (SIGTERM), then shuts down gracefully, ending open streams with
 // "retry:".
 //
+// With AuthOAuth, in Lambda and locally, the server is an OAuth 2.1
+// resource server (package oauth): bearer tokens are validated, their
+// issuer#subject is the principal, and the protected resource metadata is
+// served at /.well-known/oauth-protected-resource and
+// /.well-known/oauth-protected-resource/mcp. See docs/auth.md.
+//
 // The package never reads the environment itself: a main passes
 // os.Getenv to OptionsFromEnv. See docs/lambda.md for the deployment.
 package serve

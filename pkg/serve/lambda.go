@@ -19,6 +19,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/oauth"
 )
 
 // Lambda modes (LambdaOptions.Mode; MCPUSH_LAMBDA_MODE in OptionsFromEnv).
@@ -37,13 +38,20 @@ const (
 const (
 	AuthIAM  = "iam"  // AWS_IAM: the signer's IAM ARN is the principal
 	AuthNone = "none" // NONE: every caller is the anonymous principal
+	// AuthOAuth: the Function URL's AuthType is NONE and the server is an
+	// OAuth 2.1 resource server (package oauth): a bearer token's
+	// issuer#subject is the principal.
+	AuthOAuth = "oauth"
 )
 
 // LambdaOptions configure a LambdaHandler. The zero value serves a
 // RESPONSE_STREAM Function URL with AWS_IAM auth.
 type LambdaOptions struct {
-	Mode           string   // ModeStream (default) or ModeBuffered
-	Auth           string   // AuthIAM (default) or AuthNone
+	Mode string // ModeStream (default) or ModeBuffered
+	Auth string // AuthIAM (default), AuthNone or AuthOAuth
+	// OAuth configures the token validator of AuthOAuth. An empty
+	// Resource is derived from each request: https://{Host}/mcp.
+	OAuth          oauth.Options
 	AllowedHosts   []string // if set, the only Host names accepted
 	AllowedOrigins []string // browser origins accepted ("*": any)
 	// MaxGETStream bounds a GET stream. 0 means the default: in stream
@@ -133,12 +141,25 @@ func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, err
 		auth = IAMAuthenticator{}
 	case AuthNone:
 		auth = mcp.Anonymous{}
+	case AuthOAuth:
 	default:
-		return nil, fmt.Errorf("%w: MCPUSH_AUTH=%q: want %q or %q", ErrBadOption, opts.Auth, AuthIAM, AuthNone)
+		return nil, fmt.Errorf("%w: MCPUSH_AUTH=%q: want %q, %q or %q", ErrBadOption, opts.Auth, AuthIAM, AuthNone, AuthOAuth)
 	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
+	}
+	var validator *oauth.Validator
+	if opts.Auth == AuthOAuth {
+		o := opts.OAuth
+		if o.Logger == nil {
+			o.Logger = logger
+		}
+		var err error
+		if validator, err = oauth.New(&o); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadOption, err)
+		}
+		auth = validator
 	}
 	retry := opts.RetryInterval
 	if retry <= 0 {
@@ -184,6 +205,9 @@ func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, err
 		mux:         http.NewServeMux(),
 	}
 	h.mux.HandleFunc("/mcp", h.serveMCP)
+	if validator != nil {
+		mountMetadata(h.mux, validator, opts.OAuth.Resource)
+	}
 	h.mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	return h, nil
 }

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/oauth"
 )
 
 // Options configure Run.
@@ -64,6 +66,13 @@ type LocalOptions struct {
 	Addr           string
 	AllowedHosts   []string // if set, the only Host names accepted
 	AllowedOrigins []string // browser origins accepted ("*": any)
+	// Auth is AuthNone (default: every caller is the anonymous
+	// principal) or AuthOAuth. AuthIAM is refused: only Lambda checks
+	// SigV4 signatures.
+	Auth string
+	// OAuth configures the token validator of AuthOAuth. An empty
+	// Resource is http://{the listener's address}/mcp.
+	OAuth oauth.Options
 	// StreamHold is mcp.StreamableOptions.StreamHold: how long an idle
 	// GET stream stays open after activity (StreamHoldDeadline: until
 	// the client leaves). 0 means pkg/mcp's default.
@@ -106,20 +115,56 @@ func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) er
 		return fmt.Errorf("MCPUSH_ADDR=%q: %w", addr, err)
 	}
 	ip := net.ParseIP(host)
-	handler := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{
-		LocalhostOnly:  host == "localhost" || (ip != nil && ip.IsLoopback()),
-		AllowedHosts:   opts.AllowedHosts,
-		AllowedOrigins: opts.AllowedOrigins,
-		StreamHold:     opts.StreamHold,
-	})
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", handler)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	switch opts.Auth {
+	case "", AuthNone, AuthOAuth:
+	case AuthIAM:
+		return fmt.Errorf("%w: MCPUSH_AUTH=%q: only a Lambda Function URL checks IAM signatures; the local server takes %q or %q", ErrBadOption, opts.Auth, AuthNone, AuthOAuth)
+	default:
+		return fmt.Errorf("%w: MCPUSH_AUTH=%q: want %q or %q", ErrBadOption, opts.Auth, AuthNone, AuthOAuth)
+	}
+	if opts.Auth == AuthOAuth {
+		// Check the options before listening; the resource URL of a
+		// port-0 listener is known only afterwards.
+		o := opts.OAuth
+		if o.Resource == "" {
+			o.Resource = "http://" + addr + "/mcp"
+		}
+		if _, err := oauth.New(&o); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadOption, err)
+		}
+	}
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
+	sopts := &mcp.StreamableOptions{
+		LocalhostOnly:  host == "localhost" || (ip != nil && ip.IsLoopback()),
+		AllowedHosts:   opts.AllowedHosts,
+		AllowedOrigins: opts.AllowedOrigins,
+		StreamHold:     opts.StreamHold,
+	}
+	mux := http.NewServeMux()
+	if opts.Auth == AuthOAuth {
+		o := opts.OAuth
+		if o.Resource == "" {
+			o.Resource = "http://" + ln.Addr().String() + "/mcp"
+		}
+		if o.Logger == nil {
+			o.Logger = logger
+		}
+		v, err := oauth.New(&o)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("%w: %v", ErrBadOption, err)
+		}
+		sopts.Authenticator = v
+		mountMetadata(mux, v, o.Resource)
+		logger.Info("OAuth resource server", "resource", o.Resource, "issuer", o.Issuer, "scopes", o.Scopes)
+	}
+	handler := mcp.NewStreamableHandler(srv, sopts)
+	mux.Handle("/mcp", handler)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	// Slow clients cannot hold connections: headers within 10s, a POST
 	// body within mcp.Limits.BodyReadTimeout (set by the handler, which
 	// lifts it for the SSE stream that may follow), idle keep-alive
@@ -156,6 +201,23 @@ func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) er
 	return nil
 }
 
+// mountMetadata serves v's protected resource metadata at
+// /.well-known/oauth-protected-resource and at that path with the path of
+// resource (or /mcp when the resource is derived per request) appended
+// (RFC 9728 §3.1).
+func mountMetadata(mux *http.ServeMux, v *oauth.Validator, resource string) {
+	path := "/mcp"
+	if resource != "" {
+		if u, err := url.Parse(resource); err == nil {
+			path = strings.TrimSuffix(u.Path, "/")
+		}
+	}
+	mux.Handle(oauth.WellKnownPath, v.MetadataHandler())
+	if path != "" {
+		mux.Handle(oauth.WellKnownPath+path, v.MetadataHandler())
+	}
+}
+
 // NewLogger returns a JSON logger writing to w whose records carry the
 // Lambda request id of the invocation in their context (RequestIDHandler).
 // Outside Lambda it is a plain JSON logger.
@@ -169,7 +231,13 @@ func NewLogger(w io.Writer) *slog.Logger {
 //	AWS_LAMBDA_RUNTIME_API   set by Lambda: serve invocations
 //	MCPUSH_ADDR              local address (default 127.0.0.1:8080)
 //	MCPUSH_LAMBDA_MODE       stream (default) or buffered
-//	MCPUSH_AUTH              iam (default) or none
+//	MCPUSH_AUTH              in Lambda iam (default), none or oauth; locally none (default) or oauth
+//	MCPUSH_OAUTH_ISSUER      the authorization server's issuer URL (oauth; required)
+//	MCPUSH_RESOURCE_URL      the MCP endpoint's canonical URL (oauth; default
+//	                         http://$MCPUSH_ADDR/mcp locally, https://{Host}/mcp in Lambda)
+//	MCPUSH_OAUTH_SCOPES      space- or comma-separated scopes every request needs
+//	MCPUSH_OAUTH_AUDIENCES   further accepted "aud" values (comma-separated)
+//	MCPUSH_OAUTH_CLIENT_IDS  app clients whose tokens may lack "aud" (Cognito)
 //	MCPUSH_ALLOWED_HOSTS     comma-separated Host names accepted
 //	MCPUSH_ALLOWED_ORIGINS   comma-separated browser origins accepted
 //	MCPUSH_MAX_GET_STREAM    a Go duration bounding GET streams in Lambda
@@ -192,22 +260,37 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 			return nil, err
 		}
 	}
+	auth := getenv("MCPUSH_AUTH")
+	oopts := oauth.Options{
+		Issuer:    getenv("MCPUSH_OAUTH_ISSUER"),
+		Resource:  getenv("MCPUSH_RESOURCE_URL"),
+		Scopes:    SplitList(strings.ReplaceAll(getenv("MCPUSH_OAUTH_SCOPES"), " ", ",")),
+		Audiences: SplitList(getenv("MCPUSH_OAUTH_AUDIENCES")),
+		ClientIDs: SplitList(getenv("MCPUSH_OAUTH_CLIENT_IDS")),
+	}
+	if auth == AuthOAuth {
+		if _, err := oauth.New(&oopts); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadOption, err)
+		}
+	}
 	hosts := SplitList(getenv("MCPUSH_ALLOWED_HOSTS"))
 	origins := SplitList(getenv("MCPUSH_ALLOWED_ORIGINS"))
 	o := &Options{
 		RuntimeAPI: getenv("AWS_LAMBDA_RUNTIME_API"),
 		Lambda: LambdaOptions{
 			Mode:           getenv("MCPUSH_LAMBDA_MODE"),
-			Auth:           getenv("MCPUSH_AUTH"),
+			Auth:           auth,
+			OAuth:          oopts,
 			AllowedHosts:   hosts,
 			AllowedOrigins: origins,
 			MaxGETStream:   maxGET,
 			StreamHold:     hold,
-			MaxConcurrency: MaxConcurrency(getenv),
 			Logger:         logger,
 		},
 		Local: LocalOptions{
 			Addr:           getenv("MCPUSH_ADDR"),
+			Auth:           auth,
+			OAuth:          oopts,
 			AllowedHosts:   hosts,
 			AllowedOrigins: origins,
 			StreamHold:     hold,
@@ -219,6 +302,20 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 	}
 	if o.Lambda.Auth == "" {
 		o.Lambda.Auth = AuthIAM
+	}
+	if o.Local.Auth == "" {
+		o.Local.Auth = AuthNone
+	}
+	if n := MaxConcurrency(getenv); n > 1 {
+		o.Lambda.MaxConcurrency = n // Lambda Managed Instances
+	}
+	// A bad auth mode is refused at start-up, never served open.
+	if o.RuntimeAPI == "" {
+		if o.Local.Auth != AuthNone && o.Local.Auth != AuthOAuth {
+			return nil, fmt.Errorf("%w: MCPUSH_AUTH=%q: the local server takes %q or %q (%q needs a Lambda Function URL with AuthType AWS_IAM)", ErrBadOption, auth, AuthNone, AuthOAuth, AuthIAM)
+		}
+	} else if a := o.Lambda.Auth; a != AuthIAM && a != AuthNone && a != AuthOAuth {
+		return nil, fmt.Errorf("%w: MCPUSH_AUTH=%q: want %q, %q or %q", ErrBadOption, auth, AuthIAM, AuthNone, AuthOAuth)
 	}
 	return o, nil
 }

@@ -2,20 +2,28 @@ package serve
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+	"github.com/mcpush/mcpush/pkg/oauth"
 )
 
 func TestOptionsFromEnv(t *testing.T) {
@@ -25,35 +33,52 @@ func TestOptionsFromEnv(t *testing.T) {
 		want    *Options
 		wantErr string
 	}{
-		{"defaults", nil, &Options{Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, MaxConcurrency: 1}}, ""},
+		{"defaults", nil, &Options{Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM}, Local: LocalOptions{Auth: AuthNone}}, ""},
 		{"lambda", map[string]string{
 			"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "MCPUSH_LAMBDA_MODE": "buffered", "MCPUSH_AUTH": "none",
 			"MCPUSH_MAX_GET_STREAM": "30s", "MCPUSH_ALLOWED_HOSTS": " a.example , b.example,",
 		}, &Options{
 			RuntimeAPI: "127.0.0.1:9001",
-			Lambda:     LambdaOptions{Mode: ModeBuffered, Auth: AuthNone, MaxGETStream: 30 * time.Second, AllowedHosts: []string{"a.example", "b.example"}, MaxConcurrency: 1},
-			Local:      LocalOptions{AllowedHosts: []string{"a.example", "b.example"}},
+			Lambda:     LambdaOptions{Mode: ModeBuffered, Auth: AuthNone, MaxGETStream: 30 * time.Second, AllowedHosts: []string{"a.example", "b.example"}},
+			Local:      LocalOptions{Auth: AuthNone, AllowedHosts: []string{"a.example", "b.example"}},
 		}, ""},
 		{"local", map[string]string{"MCPUSH_ADDR": "127.0.0.1:0", "MCPUSH_ALLOWED_ORIGINS": "*"}, &Options{
-			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, AllowedOrigins: []string{"*"}, MaxConcurrency: 1},
-			Local:  LocalOptions{Addr: "127.0.0.1:0", AllowedOrigins: []string{"*"}},
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, AllowedOrigins: []string{"*"}},
+			Local:  LocalOptions{Auth: AuthNone, Addr: "127.0.0.1:0", AllowedOrigins: []string{"*"}},
 		}, ""},
 		{"stream hold", map[string]string{"MCPUSH_STREAM_HOLD": "30s"}, &Options{
-			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, StreamHold: 30 * time.Second, MaxConcurrency: 1},
-			Local:  LocalOptions{StreamHold: 30 * time.Second},
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, StreamHold: 30 * time.Second},
+			Local:  LocalOptions{Auth: AuthNone, StreamHold: 30 * time.Second},
 		}, ""},
+		{"oauth", map[string]string{
+			"MCPUSH_AUTH": "oauth", "MCPUSH_OAUTH_ISSUER": "https://as.example", "MCPUSH_RESOURCE_URL": "https://mcp.example/mcp",
+			"MCPUSH_OAUTH_SCOPES": "mcp:read  mcp:tools", "MCPUSH_OAUTH_CLIENT_IDS": "c1,c2",
+		}, &Options{
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthOAuth, OAuth: oauth.Options{
+				Issuer: "https://as.example", Resource: "https://mcp.example/mcp", Scopes: []string{"mcp:read", "mcp:tools"}, ClientIDs: []string{"c1", "c2"}}},
+			Local: LocalOptions{Auth: AuthOAuth, OAuth: oauth.Options{
+				Issuer: "https://as.example", Resource: "https://mcp.example/mcp", Scopes: []string{"mcp:read", "mcp:tools"}, ClientIDs: []string{"c1", "c2"}}},
+		}, ""},
+		// A mode the runtime cannot enforce is refused, never served open.
+		{"oauth without issuer", map[string]string{"MCPUSH_AUTH": "oauth"}, nil, "MCPUSH_OAUTH_ISSUER is not set"},
+		{"oauth http issuer", map[string]string{"MCPUSH_AUTH": "oauth", "MCPUSH_OAUTH_ISSUER": "http://as.example"}, nil, "http only on a loopback host"},
+		{"unknown auth locally", map[string]string{"MCPUSH_AUTH": "jwt"}, nil, `MCPUSH_AUTH="jwt"`},
+		{"iam locally", map[string]string{"MCPUSH_AUTH": "iam"}, nil, `MCPUSH_AUTH="iam"`},
+		{"unknown auth in lambda", map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "MCPUSH_AUTH": "open"}, nil, `MCPUSH_AUTH="open"`},
 		{"stream hold to the deadline", map[string]string{"MCPUSH_STREAM_HOLD": "deadline"}, &Options{
-			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, StreamHold: StreamHoldDeadline, MaxConcurrency: 1},
-			Local:  LocalOptions{StreamHold: StreamHoldDeadline},
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, StreamHold: StreamHoldDeadline},
+			Local:  LocalOptions{Auth: AuthNone, StreamHold: StreamHoldDeadline},
 		}, ""},
-		// Lambda Managed Instances set AWS_LAMBDA_MAX_CONCURRENCY; a bad
-		// value is 1, as aws-lambda-go reads it.
+		// Lambda Managed Instances set AWS_LAMBDA_MAX_CONCURRENCY; 1 or a
+		// bad value is on-demand Lambda, as aws-lambda-go reads it.
 		{"managed instances", map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "AWS_LAMBDA_MAX_CONCURRENCY": "64"}, &Options{
 			RuntimeAPI: "127.0.0.1:9001",
 			Lambda:     LambdaOptions{Mode: ModeStream, Auth: AuthIAM, MaxConcurrency: 64},
+			Local:      LocalOptions{Auth: AuthNone},
 		}, ""},
 		{"bad max concurrency", map[string]string{"AWS_LAMBDA_MAX_CONCURRENCY": "many"}, &Options{
-			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, MaxConcurrency: 1},
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM},
+			Local:  LocalOptions{Auth: AuthNone},
 		}, ""},
 		{"bad stream hold", map[string]string{"MCPUSH_STREAM_HOLD": "-1s"}, nil, `MCPUSH_STREAM_HOLD="-1s"`},
 		{"bad duration", map[string]string{"MCPUSH_MAX_GET_STREAM": "soon"}, nil, `MCPUSH_MAX_GET_STREAM="soon"`},
@@ -114,7 +139,7 @@ func TestLambdaStreamHoldDefaults(t *testing.T) {
 }
 
 func TestNewLambdaHandlerBadOptions(t *testing.T) {
-	for _, opts := range []*LambdaOptions{{Mode: "websocket"}, {Auth: "jwt"}} {
+	for _, opts := range []*LambdaOptions{{Mode: "websocket"}, {Auth: "jwt"}, {Auth: AuthOAuth}, {Auth: AuthOAuth, OAuth: oauth.Options{Issuer: "http://as.example"}}} {
 		if _, err := NewLambdaHandler(nil, opts); !errors.Is(err, ErrBadOption) {
 			t.Errorf("NewLambdaHandler(%+v) = %v, want ErrBadOption", opts, err)
 		}
@@ -179,4 +204,74 @@ func TestListenAndServe(t *testing.T) {
 	if !strings.Contains(logs.String(), "shutting down") {
 		t.Errorf("no shutdown log:\n%s", logs.String())
 	}
+}
+
+// TestListenAndServeAuth: the local server refuses auth modes it cannot
+// enforce before it listens, and with AuthOAuth serves the protected
+// resource metadata for its default resource URL (http://ADDR/mcp, ADDR
+// the listener's), challenges a request without a token, and answers 503
+// when the authorization server cannot be reached.
+func TestListenAndServeAuth(t *testing.T) {
+	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "mcpush.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, nil)
+	for _, o := range []LocalOptions{
+		{Auth: AuthIAM}, {Auth: "open"}, {Auth: AuthOAuth}, {Auth: AuthOAuth, OAuth: oauth.Options{Issuer: "http://as.example"}},
+	} {
+		o.Addr = "127.0.0.1:0"
+		if err := ListenAndServe(context.Background(), srv, &o); !errors.Is(err, ErrBadOption) {
+			t.Errorf("ListenAndServe(Auth %q, issuer %q) = %v, want ErrBadOption", o.Auth, o.OAuth.Issuer, err)
+		}
+	}
+
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := "http://" + dead.Addr().String()
+	dead.Close() // nothing answers there
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- ListenAndServe(ctx, srv, &LocalOptions{Addr: "127.0.0.1:0", Auth: AuthOAuth,
+			OAuth: oauth.Options{Issuer: issuer, Scopes: []string{"mcp"}}, Ready: func(a net.Addr) { ready <- a }, Logger: NewLogger(io.Discard)})
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatalf("ListenAndServe: %v", err)
+	}
+	base := "http://" + addr.String()
+	for _, path := range []string{oauth.WellKnownPath, oauth.WellKnownPath + "/mcp"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got oauth.ResourceMetadata
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if err != nil || got.Resource != base+"/mcp" || !slices.Equal(got.AuthorizationServers, []string{issuer}) {
+			t.Errorf("GET %s: %+v %v", path, got, err)
+		}
+	}
+	resp, body := testutil.PostRead(t, nil, base+"/mcp", "", testutil.RPC(1, "ping", nil))
+	if want := `Bearer resource_metadata="` + base + `/.well-known/oauth-protected-resource/mcp", scope="mcp"`; resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != want {
+		t.Errorf("no token: %d %q %s, want 401 %s", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, want)
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": issuer, "sub": "s", "aud": base + "/mcp", "exp": time.Now().Add(time.Hour).Unix()})
+	tok.Header["kid"] = "k"
+	signed, _ := tok.SignedString(key)
+	resp, body = testutil.PostRead(t, nil, base+"/mcp", "", testutil.RPC(1, "ping", nil), "Authorization", "Bearer "+signed)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("issuer down: %d %s, want 503 with Retry-After", resp.StatusCode, body)
+	}
+	cancel()
+	<-done
 }

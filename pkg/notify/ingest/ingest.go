@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,6 +93,11 @@ type Summary struct {
 	// Duplicates were stored by an earlier delivery of the same MessageId
 	// and changed nothing now (an event's fan-out is still completed).
 	Duplicates int `json:"duplicates"`
+	// Conflicts are the Duplicates whose event differs from the one the
+	// MessageId first delivered (counted in Duplicates too): the first is
+	// kept, and each is logged as a warning. SNS redelivers a message
+	// unchanged, so a conflict is a publisher reusing a MessageId.
+	Conflicts int `json:"conflicts,omitempty"`
 	// Rejected records failed: refused by Parse (nothing of them is
 	// stored), or a store or fan-out error (a retry completes them).
 	Rejected int `json:"rejected"`
@@ -112,12 +118,15 @@ func (in *Ingester) Handle(ctx context.Context, ev events.SNSEvent) (Summary, er
 	)
 	for i := range ev.Records {
 		sns := &ev.Records[i].SNS
-		dup, err := in.handle(ctx, sns)
+		dup, conflict, err := in.handle(ctx, sns)
+		if conflict {
+			sum.Conflicts++
+		}
 		switch {
 		case err != nil:
 			sum.Rejected++
 			id := sns.MessageID
-			if id == "" || len(id) > MaxMessageIDLen {
+			if checkMessageID(id) != nil {
 				id = fmt.Sprintf("Records[%d]", i)
 			}
 			rejected = append(rejected, id)
@@ -130,7 +139,7 @@ func (in *Ingester) Handle(ctx context.Context, ev events.SNSEvent) (Summary, er
 	}
 	in.logger.LogAttrs(ctx, slog.LevelInfo, "SNS event processed",
 		slog.Int("records", len(ev.Records)), slog.Int("accepted", sum.Accepted),
-		slog.Int("duplicates", sum.Duplicates), slog.Int("rejected", sum.Rejected))
+		slog.Int("duplicates", sum.Duplicates), slog.Int("conflicts", sum.Conflicts), slog.Int("rejected", sum.Rejected))
 	if len(rejected) > 0 {
 		return sum, fmt.Errorf("ingest: %d of %d SNS records rejected: %s", len(rejected), len(ev.Records), strings.Join(rejected, ", "))
 	}
@@ -141,13 +150,32 @@ func (in *Ingester) Handle(ctx context.Context, ev events.SNSEvent) (Summary, er
 // 36-character UUIDs); a longer one is rejected and stored nowhere.
 const MaxMessageIDLen = 128
 
-// handle processes one record and reports whether it was a duplicate.
-// Errors are logged here.
-func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup bool, err error) {
-	if len(sns.MessageID) > MaxMessageIDLen {
-		err := invalidf("MessageId", "%d bytes, more than %d (SNS MessageIds are UUIDs)", len(sns.MessageID), MaxMessageIDLen)
+// checkMessageID accepts a MessageId of 1 to MaxMessageIDLen printable
+// ASCII characters other than space (a UUID is): no control characters
+// (NUL), which would reach logs, error lines and store keys.
+func checkMessageID(id string) error {
+	switch {
+	case id == "":
+		return invalidf("MessageId", "empty")
+	case len(id) > MaxMessageIDLen:
+		return invalidf("MessageId", "%d bytes, more than %d (SNS MessageIds are UUIDs)", len(id), MaxMessageIDLen)
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c > '~' {
+			return invalidf("MessageId", "byte %d is %#x: only printable ASCII without spaces (SNS MessageIds are UUIDs)", i, c)
+		}
+	}
+	return nil
+}
+
+// handle processes one record and reports whether it was a duplicate,
+// and whether a duplicate event differs from the first delivery of its
+// MessageId. Errors are logged here.
+func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup, conflict bool, err error) {
+	if err := checkMessageID(sns.MessageID); err != nil {
+		// Not logged with the id itself: it may hold control characters.
 		in.logger.LogAttrs(ctx, slog.LevelError, "SNS record rejected", slog.String("err", err.Error()))
-		return false, err
+		return false, false, err
 	}
 	attrs := []slog.Attr{slog.String("messageId", sns.MessageID), slog.String("topicArn", sns.TopicArn)}
 	defer func() {
@@ -155,12 +183,9 @@ func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup bool
 			in.logger.LogAttrs(ctx, slog.LevelError, "SNS record rejected", append(attrs, slog.String("err", err.Error()))...)
 		}
 	}()
-	if sns.MessageID == "" {
-		return false, invalidf("MessageId", "empty")
-	}
 	msg, err := parse(sns.TopicArn, sns.Message, in.tools)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	switch msg.Type {
 	case TypeEvent:
@@ -171,26 +196,41 @@ func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup bool
 		}
 		ev, created, err := in.store.AppendTopicEvent(ctx, msg.Topic, sns.MessageID, received, msg.Data)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		attrs = append(attrs, slog.Int64("seq", ev.Seq), slog.Bool("duplicate", !created))
+		if !created && !sameJSON(ev.Data, msg.Data) {
+			conflict = true
+			in.logger.LogAttrs(ctx, slog.LevelWarn, "duplicate MessageId with a different event: the first is kept",
+				append(attrs, slog.Int("storedBytes", len(ev.Data)), slog.Int("receivedBytes", len(msg.Data)))...)
+		}
 		n, err := in.fanOut(ctx, &ev)
 		attrs = append(attrs, slog.Int("sessions", n))
 		if err != nil {
-			return false, err
+			return false, conflict, err
 		}
 		in.logger.LogAttrs(ctx, slog.LevelInfo, "event stored", attrs...)
-		return !created, nil
+		return !created, conflict, nil
 
 	case TypeRegistry:
 		attrs = append(attrs, slog.String("registry", msg.Registry), slog.String("op", msg.Op), slog.Int("items", len(msg.Items)))
 		reg, applied, err := in.store.ApplyRegistry(ctx, msg.Registry, msg.Op, msg.Items, sns.MessageID)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		attrs = append(attrs, slog.String("hash", reg.Hash), slog.Bool("duplicate", !applied))
 		in.logger.LogAttrs(ctx, slog.LevelInfo, "registry changed", attrs...)
-		return !applied, nil
+		return !applied, false, nil
 	}
-	return false, errors.New("ingest: unreachable: message type " + msg.Type)
+	return false, false, errors.New("ingest: unreachable: message type " + msg.Type)
+}
+
+// sameJSON reports whether two JSON values are the same text once
+// compacted (how Parse stores an event's data).
+func sameJSON(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }

@@ -188,7 +188,7 @@ func TestHandleDuplicate(t *testing.T) {
 	wantStream := []string{updatedJSON("orders"), messageJSON("orders", 1, "m1", `"first"`)}
 
 	// SNS delivers again; a producer that re-sends with the same id but
-	// another body is a duplicate too.
+	// another body is a duplicate too (an event's is a conflict as well).
 	batch.Records[0].SNS.Message = `{"type":"event","topic":"orders","data":"second"}`
 	batch.Records[0].SNS.Timestamp = t0.Add(time.Minute)
 	batch.Records[1].SNS.Message = `{"type":"registry","registry":"tools","op":"delete","items":[{"name":"events_wait"}]}`
@@ -197,7 +197,7 @@ func TestHandleDuplicate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(Summary{Duplicates: 2}, sum); diff != "" {
+		if diff := cmp.Diff(Summary{Duplicates: 2, Conflicts: 1}, sum); diff != "" {
 			t.Errorf("re-delivery summary (-want +got):\n%s", diff)
 		}
 	}
@@ -342,5 +342,70 @@ func TestHandleTools(t *testing.T) {
 				t.Errorf("tool item stored = %v, want %v", stored, tc.accepted)
 			}
 		})
+	}
+}
+
+// TestHandleDuplicateConflict (issue 20, finding 10): an event delivered
+// again under its MessageId with another body keeps the first, and is
+// counted in Summary.Conflicts and logged as a warning naming the
+// MessageId; the same body again (SNS's own redelivery) is a plain
+// duplicate, and so is the same data written with other whitespace.
+func TestHandleDuplicateConflict(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	var logs bytes.Buffer
+	in := New(st, &Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	first := record("m1", ordersARN, `{"type":"event","topic":"orders","data":{"n":1}}`)
+	if sum, err := in.Handle(ctx, snsEvent(first)); err != nil || sum.Accepted != 1 {
+		t.Fatalf("first delivery: %+v %v", sum, err)
+	}
+	same := record("m1", ordersARN, `{ "type": "event", "topic": "orders", "data": { "n": 1 } }`)
+	other := record("m1", ordersARN, `{"type":"event","topic":"orders","data":{"n":2}}`)
+	sum, err := in.Handle(ctx, snsEvent(first, same, other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Summary{Duplicates: 3, Conflicts: 1}, sum); diff != "" {
+		t.Errorf("summary (-want +got):\n%s", diff)
+	}
+	if got := topicEvents(t, st, "orders"); len(got) != 1 || string(got[0].Data) != `{"n":1}` {
+		t.Errorf("orders events = %+v, want the first only", got)
+	}
+	var warnings int
+	for line := range strings.Lines(logs.String()) {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %s", line)
+		}
+		if rec["level"] == "WARN" {
+			warnings++
+			if rec["messageId"] != "m1" || !strings.Contains(fmt.Sprint(rec["msg"]), "different") {
+				t.Errorf("conflict warning %s, want one naming m1", line)
+			}
+		}
+	}
+	if warnings != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", warnings, logs.String())
+	}
+}
+
+// TestHandleMessageIDCharacters (issue 20, finding 10): a MessageId with
+// a NUL, another control character, a space or non-ASCII is rejected,
+// stored nowhere, and not echoed in the summary; a UUID is accepted.
+func TestHandleMessageIDCharacters(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	in := New(st, nil)
+	for _, id := range []string{"m\x001", "m\n1", "m\x7f", "m 1", "m\u00e91"} {
+		sum, err := in.Handle(ctx, snsEvent(record(id, ordersARN, `{"type":"event","topic":"orders","data":1}`)))
+		if err == nil || sum.Rejected != 1 || !strings.Contains(sum.Errors[0], "Records[0]") {
+			t.Errorf("MessageId %q: summary %+v, err %v; want rejected, named by its index", id, sum, err)
+		}
+	}
+	if got := topicEvents(t, st, "orders"); len(got) != 0 {
+		t.Errorf("orders has %d events, want none", len(got))
+	}
+	if sum, err := in.Handle(ctx, snsEvent(record("0b5e1a2c-e2e0-4000-8000-000000000000", ordersARN, `{"type":"event","topic":"orders","data":1}`))); err != nil || sum.Accepted != 1 {
+		t.Errorf("a UUID MessageId: %+v %v, want accepted", sum, err)
 	}
 }

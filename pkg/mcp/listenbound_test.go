@@ -1,0 +1,239 @@
+package mcp_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpush/mcpush/internal/storecount"
+	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+)
+
+// openListen posts subscriptions/listen with request id and filter to url.
+// A stream's first message must be the acknowledgement, and the stream
+// stays open until ctx ends. Any other answer is returned with the body
+// read.
+func openListen(t *testing.T, ctx context.Context, url, id, filter string) (*http.Response, []byte) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":"` + id + `","method":"subscriptions/listen","params":{"notifications":` + filter + `,` + meta2026(`{}`) + `}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for h := headers2026("subscriptions/listen", ""); len(h) > 0; h = h[2:] {
+		req.Header.Set(h[0], h[1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	acked := make(chan bool, 1)
+	go readEvents(t, resp.Body, func(ev sseEvent) bool {
+		acked <- strings.Contains(ev.data, "notifications/subscriptions/acknowledged")
+		return true
+	})
+	select {
+	case ok := <-acked:
+		if !ok {
+			t.Fatalf("listen %s: the first message is not the acknowledgement", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("listen %s: no acknowledgement within 10s", id)
+	}
+	return resp, nil
+}
+
+// storeRows counts the rows of the SQLite store's per-session tables.
+func storeRows(t *testing.T, db *sql.DB) map[string]int {
+	t.Helper()
+	rows := map[string]int{}
+	for _, table := range []string{"sessions", "subscriptions", "streams", "events", "messages"} {
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		rows[table] = n
+	}
+	return rows
+}
+
+// TestListenBoundPerPrincipal (issue 20, finding 5): 180 listens of one
+// principal, alternating between two processes on one store, each with 10
+// resource subscriptions of 1900 bytes. The first MaxListensPerPrincipal
+// (the default, 20) are acknowledged; each one over it gets HTTP 429 with
+// Retry-After and a JSON-RPC error naming the limit, and stores nothing
+// (the store's rows do not change). The open listens do not count
+// against MaxSessionsPerPrincipal (here 1): a 2025-era initialize of the
+// principal succeeds. Once a stream ends its slot frees up.
+func TestListenBoundPerPrincipal(t *testing.T) {
+	limit := mcp.DefaultLimits.MaxListensPerPrincipal
+	c := newCluster(t, 2, func(o *mcp.ServerOptions) {
+		o.DynamicRegistries = true
+		o.Limits.MaxSessionsPerPrincipal = 1
+	})
+	db, err := sql.Open("sqlite", c.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var uris []string
+	for i := range 10 {
+		uris = append(uris, fmt.Sprintf("events://t%d-%s", i, strings.Repeat("u", 1900)))
+	}
+	subs, _ := json.Marshal(uris)
+	filter := `{"toolsListChanged":true,"resourceSubscriptions":` + string(subs) + `}`
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var first context.CancelFunc
+	var accepted, refused int
+	var atLimit map[string]int
+	for i := range 180 {
+		sctx, scancel := context.WithCancel(ctx)
+		defer scancel()
+		resp, b := openListen(t, sctx, c.urls[i%2], fmt.Sprintf("L%d", i), filter)
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			accepted++
+			if first == nil {
+				first = scancel
+			}
+			if accepted == limit {
+				atLimit = storeRows(t, db)
+			}
+		case resp.StatusCode == http.StatusTooManyRequests:
+			refused++
+			var msg struct {
+				Error *mcp.Error `json:"error"`
+			}
+			if err := json.Unmarshal(b, &msg); err != nil || msg.Error == nil ||
+				!strings.Contains(msg.Error.Message, fmt.Sprintf("%d open listen streams", limit)) || resp.Header.Get("Retry-After") == "" {
+				t.Fatalf("listen %d over the limit: Retry-After %q, body %s; want Retry-After and a JSON-RPC error naming the limit", i, resp.Header.Get("Retry-After"), b)
+			}
+		default:
+			t.Fatalf("listen %d: HTTP %d %s", i, resp.StatusCode, b)
+		}
+	}
+	if accepted != limit || refused != 180-limit {
+		t.Fatalf("%d listens acknowledged, %d refused; want %d and %d", accepted, refused, limit, 180-limit)
+	}
+	rows := storeRows(t, db)
+	t.Logf("store rows with %d listens open, after %d refused: %v", accepted, refused, rows)
+	if fmt.Sprint(rows) != fmt.Sprint(atLimit) {
+		t.Errorf("store rows %v after the refused listens, %v before: the refused stored something", rows, atLimit)
+	}
+	// One backing session per open stream, each subscribed to its 10
+	// resources and its cancel URI.
+	if rows["sessions"] != limit || rows["subscriptions"] != limit*11 {
+		t.Errorf("%d sessions, %d subscriptions; want %d and %d", rows["sessions"], rows["subscriptions"], limit, limit*11)
+	}
+
+	// The listens leave the principal its 2025-era session.
+	initialize(t, c.urls[0], "2025-11-25")
+
+	// A stream that ends frees its slot.
+	first()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM sessions WHERE id LIKE 'listen-%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n < limit {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ended stream's backing session is still there after 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if resp, b := openListen(t, ctx, c.urls[1], "again", filter); resp.StatusCode != http.StatusOK {
+		t.Fatalf("listen after a stream ended: HTTP %d %s, want the acknowledgement", resp.StatusCode, b)
+	}
+}
+
+// TestListenRefreshCheap (issue 20, finding 6): a listen stream's backing
+// session lives 30 s (not the hour of a 2025-era session) past its
+// stream's last refresh, and the stream refreshes it with one
+// UpdateSession once less than half of that is left, not at every poll:
+// counted with storecount over a clock the test moves. A stream the
+// server ends is parked for 2 minutes all the same.
+func TestListenRefreshCheap(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), "db")
+	raw, err := sqlitestore.New(dbPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counter storecount.Counter
+	clock := &fakeClock{now: time.Now()}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, storecount.Wrap(raw, &counter),
+		&mcp.ServerOptions{PollInterval: 20 * time.Millisecond, DynamicRegistries: true, Now: clock.Now})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, KeepAlive: time.Hour})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { h.Close(); ts.Close(); raw.Close() })
+
+	if resp, b := openListen(t, t.Context(), ts.URL, "R", `{"toolsListChanged":true}`); resp.StatusCode != http.StatusOK {
+		t.Fatalf("listen: HTTP %d %s", resp.StatusCode, b)
+	}
+	db, err := sql.Open("sqlite", dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var id string
+	var created, expires int64
+	if err := db.QueryRow(`SELECT id, created_at, expires_at FROM sessions WHERE id LIKE 'listen-%'`).Scan(&id, &created, &expires); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := time.Duration(expires - created); ttl != 30*time.Second {
+		t.Errorf("the backing session lives %v, want 30s", ttl)
+	}
+	expiry := func() time.Time {
+		t.Helper()
+		st, err := raw.GetSession(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.ExpiresAt
+	}
+	// settle lets the stream poll for 400 ms (about 20 polls) and returns
+	// the store requests it made.
+	settle := func() storecount.Counts {
+		counter.Reset()
+		time.Sleep(400 * time.Millisecond)
+		return counter.Counts()
+	}
+	if c := settle(); c["UpdateSession"] != 0 || c["GetSession"] < 5 {
+		t.Errorf("with 30s left: %v; want polls and no UpdateSession", c)
+	}
+	clock.Add(16 * time.Second) // 14s left: less than half
+	if c := settle(); c["UpdateSession"] != 1 {
+		t.Errorf("with 14s left: %v; want one UpdateSession", c)
+	}
+	if got, want := expiry(), clock.Now().Add(30*time.Second); got.Sub(want).Abs() > time.Second {
+		t.Errorf("refreshed expiry %v, want about %v", got, want)
+	}
+	if c := settle(); c["UpdateSession"] != 0 {
+		t.Errorf("after the refresh: %v; want no UpdateSession", c)
+	}
+	// A stream the server ends is parked for its 2 minutes, however short
+	// its ttl: the next listen can adopt it.
+	h.Close()
+	if got, want := expiry(), clock.Now().Add(2*time.Minute); got.Sub(want).Abs() > time.Second {
+		t.Errorf("parked expiry %v, want about %v (2 minutes)", got, want)
+	}
+}
