@@ -110,7 +110,8 @@ type Options struct {
 
 // Server is a fake Lambda Runtime API. Its methods are safe for concurrent
 // use. Invocations are delivered in the order they were queued, one per
-// GET .../next, to any number of runtime loops.
+// GET .../next, to any number of runtime loops, at most
+// Options.MaxConcurrency of them out at once.
 type Server struct {
 	opts Options
 	ts   *httptest.Server
