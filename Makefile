@@ -102,3 +102,8 @@ build-McpFunction:
 
 build-IngestFunction:
 	$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sns-ingest
+
+# The MCP function on Lambda Managed Instances (ComputeMode=ManagedInstances).
+.PHONY: build-McpManagedFunction
+build-McpManagedFunction:
+	$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ./functions/mcp

@@ -68,15 +68,94 @@ func TestTemplateWiring(t *testing.T) {
 	}
 	// Both functions check the table at start-up (storeconfig): without
 	// DescribeTable every init would fail with AccessDenied.
-	if n := strings.Count(string(tpl), "- dynamodb:DescribeTable"); n != 2 {
-		t.Errorf("template.yaml grants dynamodb:DescribeTable %d times, want 2 (both functions)", n)
+	if n := strings.Count(string(tpl), "- dynamodb:DescribeTable"); n != 3 {
+		t.Errorf("template.yaml grants dynamodb:DescribeTable %d times, want 3 (every function)", n)
 	}
-	for _, fn := range []string{"McpFunction", "IngestFunction"} {
+	for _, fn := range []string{"McpFunction", "IngestFunction", "McpManagedFunction"} {
 		if !strings.Contains(string(tpl), "  "+fn+":\n    Type: AWS::Serverless::Function\n    Metadata:\n      BuildMethod: makefile\n") {
 			t.Errorf("template.yaml: %s is not a BuildMethod: makefile function", fn)
 		}
 		if !strings.Contains(string(mk), "\nbuild-"+fn+":\n\t$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ") {
 			t.Errorf("Makefile lacks the target build-%s that sam build runs", fn)
+		}
+	}
+}
+
+// yamlBlock returns the lines of the YAML mapping entry "key:" at indent
+// spaces in text, up to the next entry at that indent or less, without
+// comment lines; "" if there is none.
+func yamlBlock(text string, indent int, key string) string {
+	lines := strings.Split(text, "\n")
+	head := strings.Repeat(" ", indent) + key + ":"
+	var out []string
+	for i, line := range lines {
+		if line != head && !strings.HasPrefix(line, head+" ") {
+			continue
+		}
+		out = append(out, line)
+		for _, l := range lines[i+1:] {
+			trimmed := strings.TrimSpace(l)
+			if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+				continue
+			}
+			if len(l)-len(strings.TrimLeft(l, " ")) <= indent {
+				break
+			}
+			out = append(out, l)
+		}
+		break
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestTemplateManagedFunction: ComputeMode=ManagedInstances runs the MCP
+// server as McpManagedFunction on a capacity provider, a second function
+// because SAM takes no Fn::If around CapacityProviderConfig. It must serve
+// exactly what McpFunction serves: the same environment, Function URL and
+// permissions. (A change to McpFunction's fails here until it is made to
+// McpManagedFunction too.)
+func TestTemplateManagedFunction(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := string(b)
+	onDemand, managed := yamlBlock(tpl, 2, "McpFunction"), yamlBlock(tpl, 2, "McpManagedFunction")
+	if onDemand == "" || managed == "" {
+		t.Fatal("template.yaml lacks McpFunction or McpManagedFunction")
+	}
+	for _, key := range []string{"Environment", "FunctionUrlConfig", "Policies", "Timeout", "CodeUri"} {
+		want, got := yamlBlock(onDemand, 6, key), yamlBlock(managed, 6, key)
+		if want == "" || got != want {
+			t.Errorf("McpManagedFunction's %s differs from McpFunction's:\n%s\nwant:\n%s", key, got, want)
+		}
+	}
+	for _, want := range []string{
+		"    Condition: ManagedInstances\n",
+		"        Arn: !GetAtt McpCapacityProvider.Arn\n",
+		"        PerExecutionEnvironmentMaxConcurrency: !Ref PerExecutionEnvironmentMaxConcurrency\n",
+	} {
+		if !strings.Contains(managed, want) {
+			t.Errorf("McpManagedFunction lacks %q", want)
+		}
+	}
+	provider := yamlBlock(tpl, 2, "McpCapacityProvider")
+	for _, want := range []string{
+		"    Type: AWS::Serverless::CapacityProvider\n",
+		"        SubnetIds: !Ref SubnetIds\n",
+		"        SecurityGroupIds: !Ref SecurityGroupIds\n",
+		"        Architectures: [arm64]\n",
+	} {
+		if !strings.Contains(provider+"\n", want) {
+			t.Errorf("McpCapacityProvider lacks %q", want)
+		}
+	}
+	// Both McpFunction's and McpManagedFunction's public-URL permissions.
+	for _, fn := range []string{"McpFunction", "McpManagedFunction"} {
+		for _, perm := range []string{fn + "UrlPublicInvokeUrl", fn + "UrlPublicInvoke"} {
+			if !strings.Contains(yamlBlock(tpl, 2, perm), "FunctionName: !Ref "+fn+"\n") {
+				t.Errorf("template.yaml lacks %s for %s", perm, fn)
+			}
 		}
 	}
 }

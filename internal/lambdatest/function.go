@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +24,20 @@ type Function struct {
 
 // StartFunction runs bin against a new fake Runtime API with env added to
 // the test's environment (less its MCPUSH_* and AWS_* variables), in a
-// temporary directory. The process is killed when the test ends; its
+// temporary directory. With AWS_LAMBDA_MAX_CONCURRENCY=N in env (what
+// Lambda Managed Instances set) the fake hands the process up to N
+// invocations at once (Options.MaxConcurrency), else one. The process is killed when the test ends; its
 // output is logged if the test failed, and a data race it reported fails
 // the test.
 func StartFunction(tb testing.TB, bin string, env ...string) *Function {
 	tb.Helper()
-	api := NewServer(nil)
+	var opts Options
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "AWS_LAMBDA_MAX_CONCURRENCY="); ok {
+			opts.MaxConcurrency, _ = strconv.Atoi(v)
+		}
+	}
+	api := NewServer(&opts)
 	tb.Cleanup(api.Close)
 	f := &Function{API: api, Out: &testutil.LockedBuffer{}}
 	f.Cmd = exec.Command(bin)

@@ -24,6 +24,15 @@
 // Lambda-Runtime-Function-Error-Type and Lambda-Runtime-Function-Error-Body
 // (base64 JSON) when the function failed mid-stream.
 //
+// On-demand Lambda gives an execution environment one invocation at a
+// time; Lambda Managed Instances give it up to AWS_LAMBDA_MAX_CONCURRENCY
+// at once, accepting that many concurrent GET .../next and POST
+// .../response requests, each response matched to its invocation by the
+// request id in its path. Options.MaxConcurrency models both: the server
+// has at most that many invocations out with the runtime (delivered and
+// not yet ended), and a GET .../next beyond them waits for one to end.
+// Server.MaxInFlight reports the most that were out at once.
+//
 // Tests queue invocations with Server.Invoke and read each one's Response:
 // the runtime's request headers and trailers, the body chunks with their
 // arrival times (so a test can tell a streamed response from a buffered
@@ -87,23 +96,35 @@ type Options struct {
 	// Default: DefaultTimeout (3s, Lambda's default).
 	Timeout time.Duration
 	// OnTimeout, if set, is called (in its own goroutine) when an
-	// invocation passes its deadline unfinished. Lambda stops the sandbox
-	// then; a test that runs a real process can kill it here.
+	// invocation passes its deadline unfinished. On-demand Lambda stops
+	// the sandbox then; a test that runs a real process can kill it here.
+	// (Managed Instances fail only that invocation and leave the process
+	// and its other invocations running.)
 	OnTimeout func(*Invocation)
+	// MaxConcurrency is how many invocations the runtime may have at once
+	// (the environment's AWS_LAMBDA_MAX_CONCURRENCY): a GET .../next is
+	// answered only while fewer are out (delivered and not ended), else
+	// it waits. 0 means 1, on-demand Lambda.
+	MaxConcurrency int
 }
 
 // Server is a fake Lambda Runtime API. Its methods are safe for concurrent
 // use. Invocations are delivered in the order they were queued, one per
-// GET .../next, to any number of runtime loops.
+// GET .../next, to any number of runtime loops, at most
+// Options.MaxConcurrency of them out at once.
 type Server struct {
 	opts Options
 	ts   *httptest.Server
 
 	queue  chan *Invocation
+	slots  chan struct{} // one token per invocation out with the runtime
 	closed chan struct{}
 	once   sync.Once
 	seq    atomic.Int64
 	polls  atomic.Int64
+
+	inFlight    atomic.Int64
+	maxInFlight atomic.Int64
 
 	mu       sync.Mutex
 	byID     map[string]*Invocation
@@ -129,6 +150,8 @@ func NewServer(opts *Options) *Server {
 	if s.opts.Timeout <= 0 {
 		s.opts.Timeout = DefaultTimeout
 	}
+	s.opts.MaxConcurrency = max(s.opts.MaxConcurrency, 1)
+	s.slots = make(chan struct{}, s.opts.MaxConcurrency)
 	s.ts = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
@@ -138,6 +161,16 @@ func (s *Server) Addr() string { return strings.TrimPrefix(s.ts.URL, "http://") 
 
 // Polls reports how many GET .../next requests the runtime has made.
 func (s *Server) Polls() int64 { return s.polls.Load() }
+
+// MaxConcurrency reports Options.MaxConcurrency (at least 1).
+func (s *Server) MaxConcurrency() int { return s.opts.MaxConcurrency }
+
+// InFlight reports how many invocations the runtime has now: delivered by
+// GET .../next and not yet ended.
+func (s *Server) InFlight() int { return int(s.inFlight.Load()) }
+
+// MaxInFlight reports the most invocations the runtime had at once.
+func (s *Server) MaxInFlight() int { return int(s.maxInFlight.Load()) }
 
 // Close stops the server. Invocations still running end with ErrClosed.
 func (s *Server) Close() {
@@ -312,6 +345,8 @@ type Invocation struct {
 	endOnce sync.Once
 
 	mu       sync.Mutex
+	ended    bool   // end ran
+	release  func() // gives back the server's slot, if it holds one
 	response *Response
 	err      error         // ErrClosed, or a protocol error
 	changed  chan struct{} // closed and replaced at each new chunk
@@ -472,7 +507,13 @@ func (inv *Invocation) end() {
 		if inv.response.FinishedAt.IsZero() {
 			inv.response.FinishedAt = time.Now()
 		}
+		inv.ended = true
+		release := inv.release
+		inv.release = nil
 		inv.mu.Unlock()
+		if release != nil {
+			release()
+		}
 		close(inv.done)
 	})
 }
@@ -574,15 +615,41 @@ func accepted(w http.ResponseWriter) {
 
 func (s *Server) serveNext(w http.ResponseWriter, r *http.Request) {
 	s.polls.Add(1)
-	var inv *Invocation
+	// A slot first: at most MaxConcurrency invocations are out.
 	select {
-	case inv = <-s.queue:
+	case s.slots <- struct{}{}:
 	case <-r.Context().Done():
 		return
 	case <-s.closed:
 		return
 	}
-	if inv.isDone() { // closed meanwhile
+	var inv *Invocation
+	select {
+	case inv = <-s.queue:
+	case <-r.Context().Done():
+		<-s.slots
+		return
+	case <-s.closed:
+		<-s.slots
+		return
+	}
+	// The slot is given back as the invocation ends, before Done closes.
+	inv.mu.Lock()
+	ended := inv.ended
+	if !ended {
+		for n := s.inFlight.Add(1); ; {
+			if m := s.maxInFlight.Load(); n <= m || s.maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		inv.release = func() {
+			s.inFlight.Add(-1)
+			<-s.slots
+		}
+	}
+	inv.mu.Unlock()
+	if ended { // closed meanwhile
+		<-s.slots
 		return
 	}
 	deadline := inv.start()

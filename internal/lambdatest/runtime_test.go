@@ -68,6 +68,13 @@ func runHelper(fn string) {
 			time.Sleep(2 * time.Second)
 			return "late", nil
 		})
+	case "hold":
+		// Answers after 300ms: concurrent invocations overlap.
+		lambda.StartHandlerFunc(func(ctx context.Context, ev json.RawMessage) (echoOutput, error) {
+			time.Sleep(300 * time.Millisecond)
+			lc, _ := lambdacontext.FromContext(ctx)
+			return echoOutput{RequestID: lc.AwsRequestID, Event: ev}, nil
+		})
 	case "error":
 		lambda.StartHandlerFunc(func(ctx context.Context, ev json.RawMessage) (string, error) {
 			return "", errors.New("boom")
@@ -100,7 +107,7 @@ func runHelper(fn string) {
 
 // startHelper runs this test binary as the Lambda function fn against a
 // fresh fake Runtime API. The process is killed when the test ends.
-func startHelper(t *testing.T, fn string, opts *lambdatest.Options) (*lambdatest.Server, *exec.Cmd) {
+func startHelper(t *testing.T, fn string, opts *lambdatest.Options, env ...string) (*lambdatest.Server, *exec.Cmd) {
 	t.Helper()
 	srv := lambdatest.NewServer(opts)
 	t.Cleanup(srv.Close)
@@ -110,6 +117,7 @@ func startHelper(t *testing.T, fn string, opts *lambdatest.Options) (*lambdatest
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"="+fn, "AWS_LAMBDA_RUNTIME_API="+srv.Addr())
+	cmd.Env = append(cmd.Env, env...)
 	var out testutil.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -263,6 +271,49 @@ func TestStreamErrorTrailers(t *testing.T) {
 	}
 	if got := r.Trailer.Get(lambdatest.TrailerErrorType); got != "errorString" {
 		t.Errorf("trailer %s = %q, want errorString", lambdatest.TrailerErrorType, got)
+	}
+}
+
+// TestConcurrentInvocations: aws-lambda-go with AWS_LAMBDA_MAX_CONCURRENCY
+// (Lambda Managed Instances) polls GET .../next that many times at once;
+// the fake hands out at most Options.MaxConcurrency invocations at a time
+// and matches each response to its invocation by the request id. On
+// demand (MaxConcurrency 0) it hands out one at a time even to a runtime
+// that polls more.
+func TestConcurrentInvocations(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		server  int // Options.MaxConcurrency
+		runtime int // AWS_LAMBDA_MAX_CONCURRENCY of the process
+		want    int // most invocations out at once
+	}{
+		{"managed", 4, 4, 4},
+		{"runtime polls more than the environment's limit", 3, 8, 3},
+		{"on demand", 0, 8, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := startHelper(t, "hold", &lambdatest.Options{MaxConcurrency: tc.server}, fmt.Sprintf("AWS_LAMBDA_MAX_CONCURRENCY=%d", tc.runtime))
+			var invs []*lambdatest.Invocation
+			for i := range 8 {
+				invs = append(invs, srv.Invoke([]byte(fmt.Sprintf(`{"n":%d}`, i)), &lambdatest.InvokeOptions{Timeout: time.Minute}))
+			}
+			for i, inv := range invs {
+				r := wait(t, inv)
+				var out echoOutput
+				if err := json.Unmarshal(r.Body(), &out); err != nil || r.Err != nil {
+					t.Fatalf("invocation %d: %q %v %v", i, r.Body(), err, r.Err)
+				}
+				if out.RequestID != inv.ID || string(out.Event) != fmt.Sprintf(`{"n":%d}`, i) {
+					t.Errorf("invocation %d (%s) got the answer %+v", i, inv.ID, out)
+				}
+			}
+			if got := srv.MaxInFlight(); got != tc.want {
+				t.Errorf("MaxInFlight = %d, want %d", got, tc.want)
+			}
+			if got := srv.InFlight(); got != 0 {
+				t.Errorf("InFlight = %d after all ended", got)
+			}
+		})
 	}
 }
 

@@ -18,6 +18,13 @@
 // (RequestIDHandler), and, with AuthIAM, makes the SigV4 signer's IAM ARN
 // the session's principal (IAMAuthenticator).
 //
+// On Lambda Managed Instances (LambdaOptions.MaxConcurrency, from
+// AWS_LAMBDA_MAX_CONCURRENCY, above 1) aws-lambda-go hands one process
+// many invocations at once; the handler keeps everything per invocation
+// in its request, and idle streams are held to the deadline by default
+// (StreamHoldDeadline), since a held stream no longer costs an execution
+// environment of its own.
+//
 // Outside Lambda, ListenAndServe serves /mcp until its context is done
 // (SIGTERM), then shuts down gracefully, ending open streams with
 // "retry:".

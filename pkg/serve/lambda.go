@@ -62,8 +62,20 @@ type LambdaOptions struct {
 	// 0 means pkg/mcp's default (1s).
 	RetryInterval time.Duration
 	// StreamHold is mcp.StreamableOptions.StreamHold: how long an idle
-	// GET stream stays open after activity. 0 means pkg/mcp's default.
+	// GET stream stays open after activity; StreamHoldDeadline holds it
+	// to the invocation deadline. 0 means the default: pkg/mcp's
+	// (DefaultStreamHold) on on-demand Lambda, StreamHoldDeadline when
+	// MaxConcurrency is above 1.
 	StreamHold time.Duration
+	// MaxConcurrency is how many invocations the runtime serves at once
+	// in this process: AWS_LAMBDA_MAX_CONCURRENCY, which Lambda Managed
+	// Instances set from the function's
+	// PerExecutionEnvironmentMaxConcurrency (aws-lambda-go then polls the
+	// Runtime API that many times at once). 0 or 1 is on-demand Lambda,
+	// one invocation per execution environment. Above 1 a held stream
+	// does not occupy an environment of its own, so streams are held to
+	// the deadline by default (see StreamHold).
+	MaxConcurrency int
 	// Logger receives the access log (one record per request) and
 	// panics. Nil means slog.Default(). Wrap its handler in a
 	// RequestIDHandler (NewLogger does) to get the Lambda request id on
@@ -83,6 +95,12 @@ const (
 	defaultRetry = time.Second
 )
 
+// StreamHoldDeadline is the LambdaOptions.StreamHold (and
+// LocalOptions.StreamHold) that holds a stream open until the invocation
+// deadline (or MaxGETStream), however idle: pkg/mcp's negative
+// StreamHold. MCPUSH_STREAM_HOLD=deadline in OptionsFromEnv.
+const StreamHoldDeadline time.Duration = -1
+
 // LambdaHandler is the http.Handler of an MCP server in Lambda. It routes
 // /mcp to two StreamableHandlers sharing one Server: GET streams, bounded
 // by MaxGETStream, and the rest (POST, DELETE), bounded only by the
@@ -93,12 +111,14 @@ const (
 // JSON line per request with the Lambda request id and the session id.
 // Safe for concurrent use.
 type LambdaHandler struct {
-	log   *slog.Logger
-	mode  string
-	retry time.Duration
-	get   *mcp.StreamableHandler
-	other *mcp.StreamableHandler
-	mux   *http.ServeMux
+	log         *slog.Logger
+	mode        string
+	retry       time.Duration
+	hold        time.Duration // the GET streams' StreamHold, after defaults
+	concurrency int           // invocations served at once (>= 1)
+	get         *mcp.StreamableHandler
+	other       *mcp.StreamableHandler
+	mux         *http.ServeMux
 }
 
 // NewLambdaHandler returns the handler serving srv in Lambda. Call it once,
@@ -149,6 +169,19 @@ func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, err
 	if getWindow <= 0 && mode == ModeBuffered {
 		getWindow = defaultPollWindow
 	}
+	concurrency := max(opts.MaxConcurrency, 1)
+	hold := opts.StreamHold
+	if hold == 0 {
+		hold = mcp.DefaultStreamHold
+		if concurrency > 1 {
+			// Managed Instances: an environment serves many invocations
+			// and is billed by the instance, not per held second, so a
+			// held idle stream costs no more than a closed one; holding
+			// it saves the reconnections (a request and a store read
+			// each) and delivers at once.
+			hold = StreamHoldDeadline
+		}
+	}
 	base := mcp.StreamableOptions{
 		// In Lambda the Host is the Function URL's (or API's) domain,
 		// which only routes to this function: no DNS rebinding to guard
@@ -157,17 +190,19 @@ func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, err
 		AllowedOrigins: opts.AllowedOrigins,
 		Authenticator:  auth,
 		RetryInterval:  retry,
-		StreamHold:     opts.StreamHold,
+		StreamHold:     hold,
 	}
 	getOpts := base
 	getOpts.MaxStreamDuration = getWindow
 	h := &LambdaHandler{
-		log:   logger,
-		mode:  mode,
-		retry: retry,
-		get:   mcp.NewStreamableHandler(srv, &getOpts),
-		other: mcp.NewStreamableHandler(srv, &base),
-		mux:   http.NewServeMux(),
+		log:         logger,
+		mode:        mode,
+		retry:       retry,
+		hold:        hold,
+		concurrency: concurrency,
+		get:         mcp.NewStreamableHandler(srv, &getOpts),
+		other:       mcp.NewStreamableHandler(srv, &base),
+		mux:         http.NewServeMux(),
 	}
 	h.mux.HandleFunc("/mcp", h.serveMCP)
 	if validator != nil {
@@ -180,8 +215,21 @@ func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, err
 // Mode reports the handler's mode, ModeStream or ModeBuffered.
 func (h *LambdaHandler) Mode() string { return h.mode }
 
+// StreamHold reports how long an idle GET stream stays open after
+// activity, after defaults: StreamHoldDeadline (negative) holds it to the
+// deadline.
+func (h *LambdaHandler) StreamHold() time.Duration { return h.hold }
+
+// MaxConcurrency reports how many invocations the process serves at once
+// (LambdaOptions.MaxConcurrency, at least 1).
+func (h *LambdaHandler) MaxConcurrency() int { return h.concurrency }
+
 // Start serves invocations from the Lambda Runtime API
-// (AWS_LAMBDA_RUNTIME_API); it never returns.
+// (AWS_LAMBDA_RUNTIME_API); it never returns. aws-lambda-go runs
+// AWS_LAMBDA_MAX_CONCURRENCY runtime loops (one when unset), each polling
+// the Runtime API for its next invocation, so up to that many run at once
+// through this handler; everything per invocation lives in the request
+// (its context carries the request id and deadline), nothing in globals.
 func (h *LambdaHandler) Start() {
 	if h.mode == ModeBuffered {
 		lambda.StartHandlerFunc(httpadapter.NewV2(h).ProxyWithContext)

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,9 +62,18 @@ func newTestHandlerOpts(t *testing.T, opts *LambdaOptions, mux *http.ServeMux) (
 // status, headers and body the caller would see.
 func serve(t *testing.T, h *LambdaHandler, method, path string, header map[string]string, iamARN string) (int, map[string]string, string) {
 	t.Helper()
+	code, hdr, body, err := invoke(h, "req-1", method, path, header, iamARN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, hdr, body
+}
+
+// invoke is serve as the invocation requestID; safe in any goroutine.
+func invoke(h *LambdaHandler, requestID, method, path string, header map[string]string, iamARN string) (int, map[string]string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: requestID})
 	if h.mode == ModeStream {
 		ev := &events.LambdaFunctionURLRequest{
 			RawPath: path, Headers: header,
@@ -77,13 +89,13 @@ func serve(t *testing.T, h *LambdaHandler, method, path string, header map[strin
 		}
 		resp, err := lambdaurl.Wrap(h)(ctx, ev)
 		if err != nil {
-			t.Fatal(err)
+			return 0, nil, "", err
 		}
 		body, err := io.ReadAll(resp.Body)
 		if err != nil {
-			t.Fatal(err)
+			return 0, nil, "", err
 		}
-		return resp.StatusCode, resp.Headers, string(body)
+		return resp.StatusCode, resp.Headers, string(body), nil
 	}
 	ev := events.APIGatewayV2HTTPRequest{
 		RawPath: path, Headers: header,
@@ -99,9 +111,9 @@ func serve(t *testing.T, h *LambdaHandler, method, path string, header map[strin
 	}
 	resp, err := httpadapter.NewV2(h).ProxyWithContext(ctx, ev)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, "", err
 	}
-	return resp.StatusCode, resp.Headers, resp.Body
+	return resp.StatusCode, resp.Headers, resp.Body, nil
 }
 
 var modes = []string{ModeStream, ModeBuffered}
@@ -132,6 +144,82 @@ func TestPanicBecomes500(t *testing.T) {
 			}
 			if !strings.Contains(logs.String(), `"requestId":"req-1"`) {
 				t.Errorf("log records without the Lambda request id:\n%s", logs)
+			}
+		})
+	}
+}
+
+// TestLambdaConcurrentInvocations: under Lambda Managed Instances
+// aws-lambda-go calls one LambdaHandler from many invocations at once.
+// 16 invocations are in the handler together (each waits until all have
+// arrived, which a handler that served one at a time would never see);
+// every second one panics. Each gets its own answer, each panic's 500
+// names its own request id, and every access-log record carries the
+// request id and path of its own invocation: no state is shared between
+// invocations.
+func TestLambdaConcurrentInvocations(t *testing.T) {
+	const n = 16
+	for _, mode := range modes {
+		t.Run(mode, func(t *testing.T) {
+			var arrived sync.WaitGroup
+			arrived.Add(n)
+			all := make(chan struct{})
+			go func() { arrived.Wait(); close(all) }()
+			mux := http.NewServeMux()
+			mux.HandleFunc("/inv/{i}", func(w http.ResponseWriter, r *http.Request) {
+				arrived.Done()
+				select {
+				case <-all:
+				case <-time.After(20 * time.Second):
+					http.Error(w, "the invocations did not run at once", http.StatusGatewayTimeout)
+					return
+				}
+				i, _ := strconv.Atoi(r.PathValue("i"))
+				if i%2 == 1 {
+					panic("invocation " + r.PathValue("i"))
+				}
+				w.Header().Set("Content-Type", "text/plain")
+				fmt.Fprintf(w, "answer %d", i)
+			})
+			h, logs := newTestHandlerOpts(t, &LambdaOptions{Mode: mode, Auth: AuthNone, MaxConcurrency: n}, mux)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					id := fmt.Sprintf("req-%02d", i)
+					code, _, body, err := invoke(h, id, "POST", fmt.Sprintf("/inv/%d", i), nil, "")
+					switch {
+					case err != nil:
+						t.Errorf("%s: %v", id, err)
+					case i%2 == 0 && (code != http.StatusOK || body != fmt.Sprintf("answer %d", i)):
+						t.Errorf("%s: %d %q, want its own answer", id, code, body)
+					case i%2 == 1 && (code != http.StatusInternalServerError || !strings.Contains(body, "(request id "+id+")")):
+						t.Errorf("%s panicked: %d %q, want a 500 naming %s", id, code, body, id)
+					}
+				}()
+			}
+			wg.Wait()
+			seen := 0
+			for _, line := range strings.Split(logs.String(), "\n") {
+				var rec struct {
+					Msg, RequestID, Path string
+					Status               int
+				}
+				if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "request" {
+					continue
+				}
+				seen++
+				var i int
+				if _, err := fmt.Sscanf(rec.RequestID, "req-%d", &i); err != nil || rec.Path != fmt.Sprintf("/inv/%d", i) {
+					t.Errorf("access-log record of %s is about %s", rec.RequestID, rec.Path)
+				}
+				if want := []int{http.StatusOK, http.StatusInternalServerError}[i%2]; rec.Status != want {
+					t.Errorf("access-log record of %s: status %d, want %d", rec.RequestID, rec.Status, want)
+				}
+			}
+			if seen != n {
+				t.Errorf("%d access-log records, want %d", seen, n)
 			}
 		})
 	}

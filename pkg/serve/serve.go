@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,7 +44,12 @@ func Run(ctx context.Context, srv *mcp.Server, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	h.log.Info("serving MCP in Lambda", "mode", h.mode, "auth", opts.Lambda.Auth)
+	hold := "deadline"
+	if h.hold >= 0 {
+		hold = h.hold.String()
+	}
+	h.log.Info("serving MCP in Lambda", "mode", h.mode, "auth", opts.Lambda.Auth,
+		"maxConcurrency", h.concurrency, "streamHold", hold)
 	h.Start() // never returns
 	return nil
 }
@@ -68,7 +74,8 @@ type LocalOptions struct {
 	// Resource is http://{the listener's address}/mcp.
 	OAuth oauth.Options
 	// StreamHold is mcp.StreamableOptions.StreamHold: how long an idle
-	// GET stream stays open after activity. 0 means pkg/mcp's default.
+	// GET stream stays open after activity (StreamHoldDeadline: until
+	// the client leaves). 0 means pkg/mcp's default.
 	StreamHold time.Duration
 	// ShutdownTimeout bounds the graceful shutdown once ctx is done;
 	// default 10s.
@@ -234,7 +241,11 @@ func NewLogger(w io.Writer) *slog.Logger {
 //	MCPUSH_ALLOWED_HOSTS     comma-separated Host names accepted
 //	MCPUSH_ALLOWED_ORIGINS   comma-separated browser origins accepted
 //	MCPUSH_MAX_GET_STREAM    a Go duration bounding GET streams in Lambda
-//	MCPUSH_STREAM_HOLD       how long an idle GET stream stays open (default 5s)
+//	MCPUSH_STREAM_HOLD       how long an idle GET stream stays open (default 5s;
+//	                         "deadline": hold it to the invocation deadline)
+//	AWS_LAMBDA_MAX_CONCURRENCY  set by Lambda Managed Instances: invocations
+//	                         served at once; above 1, streams are held to
+//	                         the deadline unless MCPUSH_STREAM_HOLD says otherwise
 //
 // logger becomes the logger of both modes. Bad values are errors wrapping
 // ErrBadOption.
@@ -243,9 +254,11 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 	if err != nil {
 		return nil, err
 	}
-	hold, err := DurationEnv(getenv, "MCPUSH_STREAM_HOLD")
-	if err != nil {
-		return nil, err
+	hold := StreamHoldDeadline
+	if getenv("MCPUSH_STREAM_HOLD") != "deadline" {
+		if hold, err = DurationEnv(getenv, "MCPUSH_STREAM_HOLD"); err != nil {
+			return nil, err
+		}
 	}
 	auth := getenv("MCPUSH_AUTH")
 	oopts := oauth.Options{
@@ -293,6 +306,9 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 	if o.Local.Auth == "" {
 		o.Local.Auth = AuthNone
 	}
+	if n := MaxConcurrency(getenv); n > 1 {
+		o.Lambda.MaxConcurrency = n // Lambda Managed Instances
+	}
 	// A bad auth mode is refused at start-up, never served open.
 	if o.RuntimeAPI == "" {
 		if o.Local.Auth != AuthNone && o.Local.Auth != AuthOAuth {
@@ -302,6 +318,18 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 		return nil, fmt.Errorf("%w: MCPUSH_AUTH=%q: want %q, %q or %q", ErrBadOption, auth, AuthIAM, AuthNone, AuthOAuth)
 	}
 	return o, nil
+}
+
+// MaxConcurrency reads AWS_LAMBDA_MAX_CONCURRENCY through getenv the way
+// aws-lambda-go does (lambdacontext.MaxConcurrency): a positive integer,
+// else 1. Lambda Managed Instances set it from the function's
+// PerExecutionEnvironmentMaxConcurrency; on-demand Lambda does not set it.
+func MaxConcurrency(getenv func(string) string) int {
+	n, err := strconv.Atoi(getenv("AWS_LAMBDA_MAX_CONCURRENCY"))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
 }
 
 // SplitList splits a comma-separated list, dropping blanks.

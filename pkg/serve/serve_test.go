@@ -65,6 +65,21 @@ func TestOptionsFromEnv(t *testing.T) {
 		{"unknown auth locally", map[string]string{"MCPUSH_AUTH": "jwt"}, nil, `MCPUSH_AUTH="jwt"`},
 		{"iam locally", map[string]string{"MCPUSH_AUTH": "iam"}, nil, `MCPUSH_AUTH="iam"`},
 		{"unknown auth in lambda", map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "MCPUSH_AUTH": "open"}, nil, `MCPUSH_AUTH="open"`},
+		{"stream hold to the deadline", map[string]string{"MCPUSH_STREAM_HOLD": "deadline"}, &Options{
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, StreamHold: StreamHoldDeadline},
+			Local:  LocalOptions{Auth: AuthNone, StreamHold: StreamHoldDeadline},
+		}, ""},
+		// Lambda Managed Instances set AWS_LAMBDA_MAX_CONCURRENCY; 1 or a
+		// bad value is on-demand Lambda, as aws-lambda-go reads it.
+		{"managed instances", map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "AWS_LAMBDA_MAX_CONCURRENCY": "64"}, &Options{
+			RuntimeAPI: "127.0.0.1:9001",
+			Lambda:     LambdaOptions{Mode: ModeStream, Auth: AuthIAM, MaxConcurrency: 64},
+			Local:      LocalOptions{Auth: AuthNone},
+		}, ""},
+		{"bad max concurrency", map[string]string{"AWS_LAMBDA_MAX_CONCURRENCY": "many"}, &Options{
+			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM},
+			Local:  LocalOptions{Auth: AuthNone},
+		}, ""},
 		{"bad stream hold", map[string]string{"MCPUSH_STREAM_HOLD": "-1s"}, nil, `MCPUSH_STREAM_HOLD="-1s"`},
 		{"bad duration", map[string]string{"MCPUSH_MAX_GET_STREAM": "soon"}, nil, `MCPUSH_MAX_GET_STREAM="soon"`},
 		{"negative duration", map[string]string{"MCPUSH_MAX_GET_STREAM": "-1s"}, nil, `MCPUSH_MAX_GET_STREAM="-1s"`},
@@ -84,6 +99,42 @@ func TestOptionsFromEnv(t *testing.T) {
 				t.Errorf("OptionsFromEnv (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestLambdaStreamHoldDefaults: on-demand Lambda (MaxConcurrency 0 or 1)
+// holds idle GET streams pkg/mcp's DefaultStreamHold; Managed Instances
+// (MaxConcurrency above 1) hold them to the deadline; an explicit
+// StreamHold wins in both.
+func TestLambdaStreamHoldDefaults(t *testing.T) {
+	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "mcpush.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, nil)
+	for _, tc := range []struct {
+		opts LambdaOptions
+		want time.Duration
+	}{
+		{LambdaOptions{}, mcp.DefaultStreamHold},
+		{LambdaOptions{MaxConcurrency: 1}, mcp.DefaultStreamHold},
+		{LambdaOptions{MaxConcurrency: 2}, StreamHoldDeadline},
+		{LambdaOptions{MaxConcurrency: 64, Mode: ModeBuffered}, StreamHoldDeadline},
+		{LambdaOptions{MaxConcurrency: 64, StreamHold: 5 * time.Second}, 5 * time.Second},
+		{LambdaOptions{StreamHold: StreamHoldDeadline}, StreamHoldDeadline},
+	} {
+		h, err := NewLambdaHandler(srv, &tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Close()
+		if got := h.StreamHold(); got != tc.want {
+			t.Errorf("%+v: StreamHold %v, want %v", tc.opts, got, tc.want)
+		}
+		if got, want := h.MaxConcurrency(), max(tc.opts.MaxConcurrency, 1); got != want {
+			t.Errorf("%+v: MaxConcurrency %d, want %d", tc.opts, got, want)
+		}
 	}
 }
 
