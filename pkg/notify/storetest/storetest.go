@@ -76,6 +76,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"URILimit", testURILimit},
 		{"RateCounter", testRateCounter},
 		{"SessionCount", testSessionCount},
+		{"Tasks", testTasks},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentConditions", testConcurrentConditions},
 		{"ConcurrentTopics", testConcurrentTopics},
