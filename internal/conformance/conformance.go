@@ -39,6 +39,7 @@ func Register(s *mcp.Server, store notify.Store) {
 	registerResources(s)
 	registerPrompts(s)
 	registerMRTR(s, store)
+	registerTasks(s)
 }
 
 // Complete answers completion/complete for the fixtures; set it as

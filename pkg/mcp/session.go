@@ -297,6 +297,7 @@ type call struct {
 	state          []byte
 	answers        map[string]json.RawMessage
 	asks           int
+	task           *taskRef // the task the call runs in, if any (tasks.go)
 }
 
 type callKey struct{}
