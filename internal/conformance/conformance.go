@@ -40,6 +40,7 @@ func Register(s *mcp.Server, store notify.Store) {
 	registerPrompts(s)
 	registerMRTR(s, store)
 	registerTasks(s)
+	registerCustomHeaders(s)
 }
 
 // Complete answers completion/complete for the fixtures; set it as

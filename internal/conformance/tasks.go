@@ -101,3 +101,18 @@ func registerTasks(s *mcp.Server) {
 			return nil
 		}})
 }
+
+// registerCustomHeaders adds the tool of the custom-header scenario
+// (SEP-2243): parameters mirrored in Mcp-Param-* headers.
+func registerCustomHeaders(s *mcp.Server) {
+	s.AddTool(&mcp.Tool{Name: "test_custom_headers", Description: "Echoes parameters that clients mirror in Mcp-Param headers",
+		InputSchema: props(map[string]any{
+			"region":   map[string]any{"type": "string", "x-mcp-header": "Region"},
+			"priority": map[string]any{"type": "integer", "x-mcp-header": "Priority"},
+			"verbose":  map[string]any{"type": "boolean", "x-mcp-header": "Verbose"},
+			"query":    map[string]any{"type": "string"},
+		}, "region")},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return text("arguments: " + string(req.Params.Arguments)), nil
+		})
+}

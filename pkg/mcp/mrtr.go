@@ -104,8 +104,8 @@ func requestName(method string, params json.RawMessage) string {
 // readRetry decodes and verifies the multi round-trip members of a
 // request's params. Any failure is an invalid-params error.
 func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]json.RawMessage, state []byte, answers map[string]json.RawMessage, err error) {
-	if m.Method == "tasks/update" {
-		return nil, nil, nil, nil // its inputResponses answer a task's requests (tasks.go)
+	if strings.HasPrefix(m.Method, "tasks/") {
+		return nil, nil, nil, nil // tasks/update's inputResponses answer a task's requests (tasks.go)
 	}
 	var p mrtrParams
 	if len(m.Params) > 0 {

@@ -167,6 +167,11 @@ func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m 
 			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: Mcp-Name differs from the body's "+namedMethods[m.Method]+" "+name, nil)
 		}
 	}
+	if m.Method == "tools/call" {
+		if bad := h.srv.checkParamHeaders(r, m.Params); bad != "" {
+			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: "+bad, nil)
+		}
+	}
 	if n, limit := len(p.Meta.ClientCapabilities)+len(p.Meta.ClientInfo), h.srv.opts.Limits.MaxClientInfoBytes; n > limit {
 		return nil, reject(http.StatusBadRequest, CodeInvalidParams, fmt.Sprintf("Invalid params: _meta clientCapabilities and clientInfo are %d bytes, limit %d", n, limit), nil)
 	}

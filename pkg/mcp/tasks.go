@@ -144,6 +144,15 @@ func SetTaskStatus(ctx context.Context, message string) error {
 	return err
 }
 
+// TaskID returns the id of the task that ctx runs in (a task tool's
+// handler's ctx), or "" outside a task.
+func TaskID(ctx context.Context) string {
+	if c := callFrom(ctx); c != nil && c.task != nil {
+		return c.task.id
+	}
+	return ""
+}
+
 // taskEngine is a Server's tasks: nil when the store keeps no tasks.
 type taskEngine struct {
 	srv    *Server

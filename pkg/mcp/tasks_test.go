@@ -1,0 +1,298 @@
+package mcp_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+)
+
+// headerPrincipal authenticates a request as its X-Principal header.
+type headerPrincipal struct{}
+
+func (headerPrincipal) Authenticate(r *http.Request) (string, error) {
+	return r.Header.Get("X-Principal"), nil
+}
+
+// taskProc is one server process of the task tests.
+type taskProc struct {
+	url string
+	// started receives the task id of every run of "block" in this
+	// process; cancelled the ids whose run saw its ctx cancelled.
+	started, cancelled chan string
+}
+
+// idleRunner never starts a task: the process that created it dies
+// before the work begins.
+type idleRunner struct{}
+
+func (idleRunner) StartTask(context.Context, string, string) error { return nil }
+
+func newTaskProc(t *testing.T, db string, limits mcp.Limits, topts mcp.TaskOptions) *taskProc {
+	t.Helper()
+	store, err := sqlitestore.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topts.CheckInterval == 0 {
+		topts.CheckInterval = 50 * time.Millisecond
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, store, &mcp.ServerOptions{Limits: limits, Tasks: topts, PollInterval: 20 * time.Millisecond})
+	p := &taskProc{started: make(chan string, 16), cancelled: make(chan string, 16)}
+	idOf := func(ctx context.Context) string { return mcp.TaskID(ctx) }
+	srv.AddTaskTool(&mcp.Tool{Name: "block", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			p.started <- idOf(ctx)
+			if err := mcp.SetTaskStatus(ctx, "blocking"); err != nil {
+				return nil, err
+			}
+			<-ctx.Done()
+			p.cancelled <- idOf(ctx)
+			return nil, ctx.Err()
+		}, nil)
+	srv.AddTaskTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
+		}, nil)
+	srv.AddTaskTool(&mcp.Tool{Name: "ask", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var answers []string
+			for _, q := range []string{"a", "b"} {
+				r, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: q + "?", RequestedSchema: map[string]any{"type": "object"}})
+				if err != nil {
+					return nil, err
+				}
+				answers = append(answers, q+"="+r.Content["v"].(string))
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(answers, ",")}}}, nil
+		}, nil)
+	srv.AddTaskTool(&mcp.Tool{Name: "only-task", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
+		}, &mcp.TaskToolOptions{Support: mcp.TaskRequired})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, KeepAlive: time.Hour, Authenticator: headerPrincipal{}})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { h.Close(); ts.Close(); store.Close() })
+	p.url = ts.URL
+	return p
+}
+
+const tasksCaps = `{"elicitation":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}`
+
+// taskCall sends a 2026-era request as principal who.
+func taskCall(t *testing.T, url, who, method, name, params, caps string) *rpcReply {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{` + params
+	if params != "" {
+		body += ","
+	}
+	body += meta2026(caps) + `}}`
+	_, r := call2026(t, url, body, append(headers2026(method, name), "X-Principal", who)...)
+	return r
+}
+
+func startTask(t *testing.T, url, who, tool, args string) string {
+	t.Helper()
+	r := taskCall(t, url, who, "tools/call", tool, `"name":"`+tool+`","arguments":`+args, tasksCaps)
+	if r.Error != nil || r.Result["resultType"] != "task" {
+		t.Fatalf("tools/call %s: %+v %+v, want a CreateTaskResult", tool, r.Result, r.Error)
+	}
+	id, _ := r.Result["taskId"].(string)
+	if len(id) < 22 || r.Result["status"] != "working" || r.Result["ttlMs"] == nil || r.Result["pollIntervalMs"] == nil {
+		t.Fatalf("CreateTaskResult %+v: want a 128-bit id, working, ttlMs, pollIntervalMs", r.Result)
+	}
+	return id
+}
+
+func getTask(t *testing.T, url, who, id string) *rpcReply {
+	t.Helper()
+	return taskCall(t, url, who, "tasks/get", id, `"taskId":"`+id+`"`, tasksCaps)
+}
+
+// waitStatus polls tasks/get on url until the task has status.
+func waitStatus(t *testing.T, url, who, id, status string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := getTask(t, url, who, id)
+		if r.Error != nil {
+			t.Fatalf("tasks/get: %+v", r.Error)
+		}
+		if r.Result["status"] == status {
+			return r.Result
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s is %v, want %s", id, r.Result, status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestTaskAcrossProcesses: a task created on one process is read,
+// answered, cancelled on another; its input rounds run where the last
+// answer arrived; another principal cannot see it; a cancellation reaches
+// the work on the process that runs it.
+func TestTaskAcrossProcesses(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	a, b := newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{}), newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{})
+
+	// Completed with the result inlined, read on the other process.
+	id := startTask(t, a.url, "alice", "echo", `{"x":1}`)
+	res := waitStatus(t, b.url, "alice", id, "completed")
+	if got := res["result"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"]; got != `{"x":1}` {
+		t.Errorf("completed task's result text %v, want the arguments", got)
+	}
+	if r := getTask(t, b.url, "mallory", id); r.Error == nil || r.Error.Code != mcp.CodeInvalidParams {
+		t.Errorf("tasks/get of alice's task by mallory: %+v, want -32602", r)
+	}
+
+	// Input: two rounds, answered on b, then a.
+	id = startTask(t, a.url, "alice", "ask", `{}`)
+	res = waitStatus(t, b.url, "alice", id, "input_required")
+	reqs, _ := res["inputRequests"].(map[string]any)
+	if len(reqs) != 1 || reqs["elicitation/create#1"] == nil {
+		t.Fatalf("inputRequests %v, want elicitation/create#1", res["inputRequests"])
+	}
+	if r := taskCall(t, b.url, "alice", "tasks/update", id, `"taskId":"`+id+`","inputResponses":{"elicitation/create#1":{"action":"accept","content":{"v":"1"}}}`, tasksCaps); r.Error != nil || len(r.Result) != 1 {
+		t.Fatalf("tasks/update: %+v %+v, want an empty ack", r.Result, r.Error)
+	}
+	res = waitStatus(t, a.url, "alice", id, "input_required")
+	if _, ok := res["inputRequests"].(map[string]any)["elicitation/create#2"]; !ok {
+		t.Fatalf("second round's inputRequests %v, want elicitation/create#2", res["inputRequests"])
+	}
+	taskCall(t, a.url, "alice", "tasks/update", id, `"taskId":"`+id+`","inputResponses":{"elicitation/create#2":{"action":"accept","content":{"v":"2"}}}`, tasksCaps)
+	res = waitStatus(t, b.url, "alice", id, "completed")
+	if got := res["result"].(map[string]any)["content"].([]any)[0].(map[string]any)["text"]; got != "a=1,b=2" {
+		t.Errorf("result %v, want a=1,b=2", got)
+	}
+
+	// Cancellation on b reaches the work on a; the status sticks.
+	id = startTask(t, a.url, "alice", "block", `{}`)
+	if got := <-a.started; got != id {
+		t.Fatalf("a started %s, want %s", got, id)
+	}
+	res = waitStatus(t, b.url, "alice", id, "working")
+	if res["statusMessage"] != "blocking" {
+		t.Errorf("statusMessage %v, want blocking", res["statusMessage"])
+	}
+	for range 2 { // idempotent
+		if r := taskCall(t, b.url, "alice", "tasks/cancel", id, `"taskId":"`+id+`"`, tasksCaps); r.Error != nil || len(r.Result) != 1 {
+			t.Fatalf("tasks/cancel: %+v %+v, want an empty ack", r.Result, r.Error)
+		}
+	}
+	select {
+	case got := <-a.cancelled:
+		if got != id {
+			t.Errorf("cancelled %s, want %s", got, id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancellation did not reach the work on the other process")
+	}
+	time.Sleep(100 * time.Millisecond)
+	waitStatus(t, a.url, "alice", id, "cancelled")
+}
+
+// TestTaskLeaseExpiry: a working task whose work is not alive (its
+// process died before or while running it) is reported failed once its
+// lease expires, by any process.
+func TestTaskLeaseExpiry(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	dead := newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{Runner: idleRunner{}, Lease: 300 * time.Millisecond})
+	other := newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{})
+	id := startTask(t, dead.url, "", "echo", `{}`)
+	if r := getTask(t, other.url, "", id); r.Result["status"] != "working" {
+		t.Fatalf("before the lease expires: %+v, want working", r.Result)
+	}
+	time.Sleep(400 * time.Millisecond)
+	res := waitStatus(t, other.url, "", id, "failed")
+	if msg, _ := res["statusMessage"].(string); !strings.Contains(msg, "lease expired") {
+		t.Errorf("statusMessage %q, want one that says the lease expired", msg)
+	}
+	if e, _ := res["error"].(map[string]any); e == nil || e["code"] != float64(mcp.CodeInternalError) {
+		t.Errorf("error %v, want -32603", res["error"])
+	}
+}
+
+// TestTaskBounds: live tasks per principal, result size, input rounds and
+// TTL are bounded, with the errors the README's Limits table names.
+func TestTaskBounds(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	p := newTaskProc(t, db, mcp.Limits{MaxTasksPerPrincipal: 2, MaxTaskResultBytes: 100, MaxTaskInputRounds: 1, TaskTTL: 2 * time.Second}, mcp.TaskOptions{})
+
+	// Per principal: a third live task is refused; others are not.
+	for range 2 {
+		startTask(t, p.url, "alice", "block", `{}`)
+	}
+	r := taskCall(t, p.url, "alice", "tools/call", "block", `"name":"block","arguments":{}`, tasksCaps)
+	if r.Error == nil || r.Error.Code != mcp.CodeInvalidRequest || !strings.Contains(r.Error.Message, "limit 2") {
+		t.Errorf("third live task: %+v, want -32600 naming the limit", r.Error)
+	}
+	startTask(t, p.url, "bob", "echo", `{}`)
+
+	// Result size: the task fails, naming the limit.
+	id := startTask(t, p.url, "bob", "echo", `{"big":"`+strings.Repeat("x", 200)+`"}`)
+	res := waitStatus(t, p.url, "bob", id, "failed")
+	if msg, _ := res["statusMessage"].(string); !strings.Contains(msg, "limit 100") {
+		t.Errorf("statusMessage %q, want the result limit", msg)
+	}
+
+	// Input rounds: the second round fails the task.
+	id = startTask(t, p.url, "bob", "ask", `{}`)
+	waitStatus(t, p.url, "bob", id, "input_required")
+	taskCall(t, p.url, "bob", "tasks/update", id, `"taskId":"`+id+`","inputResponses":{"elicitation/create#1":{"action":"accept","content":{"v":"1"}}}`, tasksCaps)
+	res = waitStatus(t, p.url, "bob", id, "failed")
+	if msg, _ := res["statusMessage"].(string); !strings.Contains(msg, "limit 1") {
+		t.Errorf("statusMessage %q, want the input rounds limit", msg)
+	}
+	if res["ttlMs"] != float64(2000) {
+		t.Errorf("ttlMs %v, want 2000", res["ttlMs"])
+	}
+
+	// TTL: the task is gone after ttlMs.
+	time.Sleep(2100 * time.Millisecond)
+	if r := getTask(t, p.url, "bob", id); r.Error == nil || r.Error.Code != mcp.CodeInvalidParams {
+		t.Errorf("tasks/get after the TTL: %+v, want -32602", r)
+	}
+}
+
+// TestTaskCapability: without the extension declared in the request's
+// _meta a task tool runs in the request (optional) or is refused with
+// -32021 naming the extension (required), and tasks/* are refused.
+func TestTaskCapability(t *testing.T) {
+	p := newTaskProc(t, filepath.Join(t.TempDir(), "tasks.db"), mcp.Limits{}, mcp.TaskOptions{})
+	r := taskCall(t, p.url, "", "tools/call", "echo", `"name":"echo","arguments":{"y":2}`, `{}`)
+	if r.Error != nil || r.Result["resultType"] != "complete" || r.Result["taskId"] != nil {
+		t.Errorf("optional task tool without the extension: %+v %+v, want a plain result", r.Result, r.Error)
+	}
+	want := `{"requiredCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
+	r = taskCall(t, p.url, "", "tools/call", "only-task", `"name":"only-task","arguments":{}`, `{}`)
+	if r.Error == nil || r.Error.Code != mcp.CodeMissingRequiredClientCapability || string(r.Error.Data) != want {
+		t.Errorf("required task tool without the extension: %+v, want -32021 with %s", r.Error, want)
+	}
+	for _, m := range []string{"tasks/get", "tasks/update", "tasks/cancel"} {
+		r := taskCall(t, p.url, "", m, "x", `"taskId":"x","inputResponses":{}`, `{}`)
+		if r.Error == nil || r.Error.Code != mcp.CodeMissingRequiredClientCapability {
+			t.Errorf("%s without the extension: %+v, want -32021", m, r.Error)
+		}
+	}
+	r = taskCall(t, p.url, "", "tasks/get", "nope", `"taskId":"nope"`, tasksCaps)
+	if r.Error == nil || r.Error.Code != mcp.CodeInvalidParams {
+		t.Errorf("tasks/get of an unknown task: %+v, want -32602", r.Error)
+	}
+	for _, m := range []string{"tasks/result", "tasks/list"} {
+		if r := taskCall(t, p.url, "", m, "", `"taskId":"x"`, tasksCaps); r.Error == nil || r.Error.Code != mcp.CodeMethodNotFound {
+			t.Errorf("%s: %+v, want -32601", m, r.Error)
+		}
+	}
+	// Mcp-Name must be the task id.
+	body := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"abc",` + meta2026(tasksCaps) + `}}`
+	if status, r := call2026(t, p.url, body, headers2026("tasks/get", "xyz")...); status != http.StatusBadRequest || r.Error == nil || r.Error.Code != mcp.CodeHeaderMismatch {
+		t.Errorf("tasks/get with a wrong Mcp-Name: %d %+v, want 400 -32020", status, r.Error)
+	}
+}
