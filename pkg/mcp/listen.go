@@ -32,6 +32,7 @@ type SubscriptionFilter struct {
 	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
 	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
 	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+	TaskIDs               []string `json:"taskIds,omitempty"` // notifications/tasks (tasks.go)
 }
 
 // Bounds of a listen filter.
@@ -115,7 +116,10 @@ func parseListenFilter(params json.RawMessage) (*SubscriptionFilter, error) {
 	dec.DisallowUnknownFields()
 	var f SubscriptionFilter
 	if err := dec.Decode(&f); err != nil {
-		return nil, Errorf(CodeInvalidParams, "invalid params: notifications: %v (known types: toolsListChanged, promptsListChanged, resourcesListChanged, resourceSubscriptions)", err)
+		return nil, Errorf(CodeInvalidParams, "invalid params: notifications: %v (known types: toolsListChanged, promptsListChanged, resourcesListChanged, resourceSubscriptions, taskIds)", err)
+	}
+	if err := checkListenTaskIDs(f.TaskIDs); err != nil {
+		return nil, err
 	}
 	if len(f.ResourceSubscriptions) > MaxListenSubscriptions {
 		return nil, Errorf(CodeInvalidParams, "invalid params: at most %d resourceSubscriptions", MaxListenSubscriptions)
@@ -139,6 +143,7 @@ func (s *Server) acknowledged(f *SubscriptionFilter) *SubscriptionFilter {
 		PromptsListChanged:    f.PromptsListChanged && caps.Prompts != nil && caps.Prompts.ListChanged,
 		ResourcesListChanged:  f.ResourcesListChanged && caps.Resources != nil && caps.Resources.ListChanged,
 		ResourceSubscriptions: map[bool][]string{true: f.ResourceSubscriptions}[caps.Resources != nil && caps.Resources.Subscribe],
+		TaskIDs:               map[bool][]string{true: f.TaskIDs}[s.tasks != nil],
 	}
 }
 
@@ -154,6 +159,8 @@ func (f *SubscriptionFilter) admits(method string) bool {
 		return f.ResourcesListChanged
 	case "notifications/resources/updated":
 		return len(f.ResourceSubscriptions) > 0
+	case "notifications/tasks":
+		return len(f.TaskIDs) > 0
 	}
 	return false
 }
@@ -227,7 +234,11 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawM
 		return nil, fmt.Errorf("creating the backing session: %w", err)
 	}
 	l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, id: id, filter: ack}
-	for _, uri := range append([]string{listenCancelURI(ss.Principal(), id)}, ack.ResourceSubscriptions...) {
+	uris := append([]string{listenCancelURI(ss.Principal(), id)}, ack.ResourceSubscriptions...)
+	for _, task := range ack.TaskIDs {
+		uris = append(uris, taskURI(ss.Principal(), task))
+	}
+	for _, uri := range uris {
 		if err := s.store.Subscribe(ctx, st.ID, uri); err != nil {
 			l.close(ctx)
 			return nil, fmt.Errorf("subscribing to %s: %w", uri, err)
@@ -382,8 +393,12 @@ func (l *listenStream) close(ctx context.Context) {
 func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) {
 	ctx := r.Context()
 	f, err := parseListenFilter(m.Params)
+	if err == nil && len(f.TaskIDs) > 0 && !clientDeclaresTasks(ss) {
+		err = missingTasksCapability("taskIds need it")
+	}
 	if err != nil {
-		writeJSON(w, http.StatusOK, encodeResponse(m.ID, nil, err.(*Error)))
+		e := err.(*Error)
+		writeJSON(w, httpStatus(e), encodeResponse(m.ID, nil, e))
 		return
 	}
 	// Close waits for the backing session's deletion too: defers run last

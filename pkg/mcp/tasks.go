@@ -391,12 +391,16 @@ func (e *taskEngine) modify(ctx context.Context, principal, id string, f func(t 
 		if err != nil {
 			return nil, err
 		}
+		before := t.Status
 		if !f(t) {
 			return t, nil
 		}
 		t.UpdatedAt = e.srv.opts.Now()
 		err = e.store.UpdateTask(ctx, t)
 		if err == nil {
+			if t.Status != before {
+				e.publish(ctx, t)
+			}
 			return t, nil
 		}
 		if !errors.Is(err, notify.ErrConflict) || attempt == 20 {

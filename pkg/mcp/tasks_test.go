@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -48,10 +49,10 @@ func newTaskProc(t *testing.T, db string, limits mcp.Limits, topts mcp.TaskOptio
 	idOf := func(ctx context.Context) string { return mcp.TaskID(ctx) }
 	srv.AddTaskTool(&mcp.Tool{Name: "block", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			p.started <- idOf(ctx)
 			if err := mcp.SetTaskStatus(ctx, "blocking"); err != nil {
 				return nil, err
 			}
+			p.started <- idOf(ctx)
 			<-ctx.Done()
 			p.cancelled <- idOf(ctx)
 			return nil, ctx.Err()
@@ -294,5 +295,92 @@ func TestTaskCapability(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"abc",` + meta2026(tasksCaps) + `}}`
 	if status, r := call2026(t, p.url, body, headers2026("tasks/get", "xyz")...); status != http.StatusBadRequest || r.Error == nil || r.Error.Code != mcp.CodeHeaderMismatch {
 		t.Errorf("tasks/get with a wrong Mcp-Name: %d %+v, want 400 -32020", status, r.Error)
+	}
+}
+
+// listenTasks opens a listen stream on url as principal who, naming
+// taskIds.
+func listenTasks(t *testing.T, ctx context.Context, url, who string, ids ...string) <-chan map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(ids)
+	body := `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"taskIds":` + string(b) + `},` + meta2026(tasksCaps) + `}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("X-Principal", who)
+	for h := headers2026("subscriptions/listen", ""); len(h) > 0; h = h[2:] {
+		req.Header.Set(h[0], h[1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan map[string]any, 100)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		readEvents(t, resp.Body, func(ev sseEvent) bool {
+			var m map[string]any
+			if json.Unmarshal([]byte(ev.data), &m) == nil {
+				out <- m
+			}
+			return false
+		})
+	}()
+	return out
+}
+
+// TestTaskPush: a listen stream naming a task gets notifications/tasks
+// with the full task once per status change, made on any process; another
+// principal's stream naming the same id gets nothing.
+func TestTaskPush(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	a, b := newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{}), newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+
+	id := startTask(t, a.url, "alice", "ask", `{}`)
+	waitStatus(t, a.url, "alice", id, "input_required")
+	mine, theirs := listenTasks(t, ctx, b.url, "alice", id), listenTasks(t, ctx, b.url, "mallory", id)
+	for _, ch := range []<-chan map[string]any{mine, theirs} {
+		ack := next(t, ch)
+		if ack["method"] != "notifications/subscriptions/acknowledged" {
+			t.Fatalf("first message %v, want the acknowledgement", ack)
+		}
+		if ids := ack["params"].(map[string]any)["notifications"].(map[string]any)["taskIds"]; len(ids.([]any)) != 1 {
+			t.Errorf("acknowledged taskIds %v, want [%s]", ids, id)
+		}
+	}
+	// Answered on a: working, then input_required again, each pushed to
+	// the stream served by b.
+	taskCall(t, a.url, "alice", "tasks/update", id, `"taskId":"`+id+`","inputResponses":{"elicitation/create#1":{"action":"accept","content":{"v":"1"}}}`, tasksCaps)
+	for _, want := range []string{"working", "input_required"} {
+		m := next(t, mine)
+		p, _ := m["params"].(map[string]any)
+		if m["method"] != "notifications/tasks" || p["taskId"] != id || p["status"] != want {
+			t.Fatalf("notification %v, want notifications/tasks %s for %s", m, want, id)
+		}
+		if want == "input_required" && p["inputRequests"] == nil {
+			t.Errorf("input_required notification without inputRequests: %v", p)
+		}
+	}
+	taskCall(t, b.url, "alice", "tasks/cancel", id, `"taskId":"`+id+`"`, tasksCaps)
+	taskCall(t, a.url, "alice", "tasks/cancel", id, `"taskId":"`+id+`"`, tasksCaps) // no change: no notification
+	m := next(t, mine)
+	if p, _ := m["params"].(map[string]any); p["status"] != "cancelled" {
+		t.Fatalf("notification %v, want cancelled", m)
+	}
+	select {
+	case m := <-mine:
+		t.Errorf("a second notification for one change: %v", m)
+	case m := <-theirs:
+		t.Errorf("another principal's stream got %v", m)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	// taskIds need the extension declared.
+	body := `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"taskIds":["x"]},` + meta2026(`{}`) + `}}`
+	if status, r := call2026(t, b.url, body, headers2026("subscriptions/listen", "")...); status != http.StatusBadRequest || r.Error == nil || r.Error.Code != mcp.CodeMissingRequiredClientCapability {
+		t.Errorf("listen with taskIds without the extension: %d %+v, want 400 -32021", status, r.Error)
 	}
 }
