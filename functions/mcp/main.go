@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/mcpush/mcpush/internal/statekeys"
 	"github.com/mcpush/mcpush/pkg/eventtools"
@@ -114,6 +115,8 @@ func run(logger *slog.Logger) error {
 		{"MCPUSH_POLL_INTERVAL", &opts.PollInterval},
 		{"MCPUSH_REGISTRY_REFRESH", &opts.RegistryRefresh},
 		{"MCPUSH_SESSION_TTL", &opts.SessionIdleTimeout},
+		{"MCPUSH_TASK_TTL", &opts.Limits.TaskTTL},
+		{"MCPUSH_TASK_LEASE", &opts.Tasks.Lease},
 	} {
 		if *d.dst, err = serve.DurationEnv(os.Getenv, d.name); err != nil {
 			return err
@@ -134,6 +137,9 @@ func run(logger *slog.Logger) error {
 		{"MCPUSH_MAX_REQUESTS_PER_MINUTE", &opts.Limits.MaxRequestsPerMinute},
 		{"MCPUSH_MAX_SESSIONS_PER_HOUR", &opts.Limits.MaxSessionsPerHour},
 		{"MCPUSH_MAX_SESSIONS_PER_PRINCIPAL", &opts.Limits.MaxSessionsPerPrincipal},
+		{"MCPUSH_MAX_TASKS_PER_PRINCIPAL", &opts.Limits.MaxTasksPerPrincipal},
+		{"MCPUSH_MAX_TASK_RESULT_BYTES", &opts.Limits.MaxTaskResultBytes},
+		{"MCPUSH_MAX_TASK_INPUT_ROUNDS", &opts.Limits.MaxTaskInputRounds},
 	} {
 		if *l.dst, err = intEnv(l.name); err != nil {
 			return err
@@ -160,6 +166,15 @@ func run(logger *slog.Logger) error {
 		}
 	default:
 		logger.Warn("neither MCPUSH_STATE_KEYS nor MCPUSH_STATE_KEYS_SECRET is set: requestState keys are random per process, so a 2026-era retry must reach the same process")
+	}
+	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
+		// In Lambda a task runs in an invocation of its own.
+		cfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("tasks: loading the AWS configuration: %w", err)
+		}
+		opts.Tasks.Runner = &serve.SelfInvokeRunner{API: awslambda.NewFromConfig(cfg),
+			FunctionName: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), Qualifier: os.Getenv("AWS_LAMBDA_FUNCTION_VERSION")}
 	}
 	if fix != nil {
 		fix.options(opts)

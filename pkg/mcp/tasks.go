@@ -560,9 +560,10 @@ func (e *taskEngine) cancelLocal(principal, id string) {
 // RunTask runs the work of a working task to its next status, in the
 // calling goroutine: what a TaskRunner starts, on whatever process or
 // invocation it chooses. While it runs it renews the task's lease and
-// stops when the task is cancelled. A task that is not working (waiting
-// for input, ended, expired) is left alone. It returns an error only when
-// the store fails.
+// stops when the task is cancelled. When ctx ends first (the process
+// stops, a Lambda invocation nears its deadline) the task fails, saying
+// so. A task that is not working (waiting for input, ended, expired) is
+// left alone. It returns an error only when the store fails.
 func (s *Server) RunTask(ctx context.Context, principal, id string) error {
 	e := s.tasks
 	if e == nil {
@@ -584,6 +585,7 @@ func (s *Server) RunTask(ctx context.Context, principal, id string) error {
 	if claimed.Status != notify.TaskWorking {
 		return nil
 	}
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	key := taskKey(principal, id)
@@ -600,6 +602,12 @@ func (s *Server) RunTask(ctx context.Context, principal, id string) error {
 	go e.watch(ctx, principal, id, cancel, done)
 
 	result, rpcErr := e.run(ctx, claimed)
+	if parent.Err() != nil {
+		// The process or invocation ends before the work did (on
+		// Lambda: the function timeout is near).
+		e.finish(ctx, principal, id, nil, Errorf(CodeInternalError, "internal error: the task's work did not finish before the process running it had to stop (%v); on Lambda, work must end within the function timeout", context.Cause(parent)))
+		return nil
+	}
 	if ctx.Err() != nil {
 		return nil // cancelled: the record says so already
 	}
