@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -382,5 +383,76 @@ func TestTaskPush(t *testing.T) {
 	body := `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"taskIds":["x"]},` + meta2026(`{}`) + `}}`
 	if status, r := call2026(t, b.url, body, headers2026("subscriptions/listen", "")...); status != http.StatusBadRequest || r.Error == nil || r.Error.Code != mcp.CodeMissingRequiredClientCapability {
 		t.Errorf("listen with taskIds without the extension: %d %+v, want 400 -32021", status, r.Error)
+	}
+}
+
+// TestClientFollowsTask: the Go client in the 2026 era declares the
+// extension, follows a task to its end answering its input requests with
+// its handlers, reports status messages through the progress callback,
+// and cancels a task it stops waiting for.
+func TestClientFollowsTask(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	a, b := newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{}), newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{})
+	answers := 0
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		Mode:   mcp.ClientMode2026,
+		Header: http.Header{"X-Principal": {"carol"}},
+		ElicitationHandler: func(ctx context.Context, cs *mcp.ClientSession, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+			answers++
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"v": strings.TrimSuffix(p.Message, "?")}}, nil
+		},
+	})
+	cs, err := client.Connect(t.Context(), a.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+
+	res, err := cs.CallTool(t.Context(), "ask", nil, nil)
+	if err != nil || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != "a=a,b=b" || answers != 2 {
+		t.Fatalf("CallTool(ask) = %+v, %v after %d answers; want a=a,b=b after 2", res, err, answers)
+	}
+
+	// Status messages, and a cancellation when the caller gives up.
+	var messages []string
+	ctx, cancel := context.WithCancel(t.Context())
+	_, err = cs.CallTool(ctx, "block", nil, func(p *mcp.ProgressParams) {
+		messages = append(messages, p.Message)
+		if p.Message == "blocking" {
+			cancel() // the caller gives up
+		}
+	})
+	if err == nil {
+		t.Fatal("CallTool(block) returned no error after its context ended")
+	}
+	if !slices.Contains(messages, "blocking") {
+		t.Errorf("status messages %q, want blocking", messages)
+	}
+	<-a.started
+	select {
+	case <-a.cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the abandoned task's work was not cancelled")
+	}
+
+	// StartTool, GetTask, CancelTask (on the other process).
+	_, task, err := cs.StartTool(t.Context(), "block", nil)
+	if err != nil || task == nil || task.Status != "working" {
+		t.Fatalf("StartTool(block) = %+v, %v; want a working task", task, err)
+	}
+	<-a.started
+	other, err := client.Connect(t.Context(), b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	if err := other.CancelTask(t.Context(), task.TaskID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := other.GetTask(t.Context(), task.TaskID); err != nil || got.Status != "cancelled" || !got.Terminal() {
+		t.Errorf("GetTask after CancelTask = %+v, %v; want cancelled", got, err)
+	}
+	if _, err := cs.AwaitTask(t.Context(), task.TaskID, nil); err != mcp.ErrTaskCancelled {
+		t.Errorf("AwaitTask of a cancelled task: %v, want ErrTaskCancelled", err)
 	}
 }
