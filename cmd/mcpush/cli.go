@@ -38,7 +38,10 @@ const usage = `usage: mcpush [flags] COMMAND [flags] [args]
 commands:
   tools                       list the server's tools
   call NAME [key=value ...]   call a tool and print its structured content as JSON
-                              (key:=JSON passes a raw JSON value)
+                              (key:=JSON passes a raw JSON value); a tool the server
+                              runs as a task (--protocol 2026) is waited for, its
+                              status on stderr; --no-wait prints the task id instead
+  task get|cancel ID          print a task as JSON, or cancel it (protocol 2026)
   watch [--topic T ...]       subscribe to events://T and print events and list_changed
         [--json]              as they arrive (one JSON object per line with --json)
   publish --topic-arn ARN --message M [--endpoint-url URL] [--region R]
@@ -140,13 +143,22 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		}
 		return cmdTools(ctx, e, c, *asJSON)
 	case "call":
+		noWait := fs.Bool("no-wait", false, "print the task id of a call the server runs as a task, and return")
 		if err := parse(fs, rest, e); err != nil {
 			return err
 		}
 		if fs.NArg() == 0 {
 			return fmt.Errorf("%w: call needs a tool name", errUsage)
 		}
-		return cmdCall(ctx, e, c, fs.Arg(0), fs.Args()[1:])
+		return cmdCall(ctx, e, c, fs.Arg(0), fs.Args()[1:], *noWait)
+	case "task":
+		if err := parse(fs, rest, e); err != nil {
+			return err
+		}
+		if fs.NArg() != 2 || (fs.Arg(0) != "get" && fs.Arg(0) != "cancel") {
+			return fmt.Errorf("%w: task takes get ID or cancel ID", errUsage)
+		}
+		return cmdTask(ctx, e, c, fs.Arg(0), fs.Arg(1))
 	case "watch":
 		var topics topicsFlag
 		fs.Var(&topics, "topic", "a topic to subscribe to (repeatable)")

@@ -388,7 +388,7 @@ func listAll[R any, T any](ctx context.Context, cs *ClientSession, method string
 // progress receives its status messages (Message).
 func (cs *ClientSession) CallTool(ctx context.Context, name string, args any, progress ProgressFunc) (*CallToolResult, error) {
 	if cs.isModern() {
-		res, task, err := cs.StartTool(ctx, name, args)
+		res, task, err := cs.StartTool(ctx, name, args, progress)
 		if err != nil || task == nil {
 			return res, err
 		}

@@ -45,8 +45,10 @@ const maxClientPoll = 30 * time.Second
 
 // StartTool calls the tool name with args and returns its result, or
 // the task the server created for it (2026 era, when the server runs the
-// tool as a task): exactly one of the two is non-nil.
-func (cs *ClientSession) StartTool(ctx context.Context, name string, args any) (*CallToolResult, *Task, error) {
+// tool as a task): exactly one of the two is non-nil. progress, if not
+// nil, receives the progress of a call that runs in the request, as in
+// CallTool.
+func (cs *ClientSession) StartTool(ctx context.Context, name string, args any, progress ProgressFunc) (*CallToolResult, *Task, error) {
 	p := &CallToolParams{Name: name}
 	if args != nil {
 		b, err := json.Marshal(args)
@@ -56,7 +58,7 @@ func (cs *ClientSession) StartTool(ctx context.Context, name string, args any) (
 		p.Arguments = b
 	}
 	var raw json.RawMessage
-	if err := cs.call(ctx, "tools/call", p, &raw, nil); err != nil {
+	if err := cs.call(ctx, "tools/call", p, &raw, progress); err != nil {
 		return nil, nil, err
 	}
 	return decodeCallResult(raw)

@@ -628,6 +628,7 @@ func (s *Server) RunTask(ctx context.Context, principal, id string) error {
 func (e *taskEngine) watch(ctx context.Context, principal, id string, cancel context.CancelFunc, done <-chan struct{}) {
 	tick := time.NewTicker(e.opts.CheckInterval)
 	defer tick.Stop()
+	renewed := e.srv.opts.Now()
 	for {
 		select {
 		case <-done:
@@ -648,12 +649,21 @@ func (e *taskEngine) watch(ctx context.Context, principal, id string, cancel con
 			cancel()
 			return
 		case err != nil:
-			if ctx.Err() == nil {
-				e.srv.log.WarnContext(ctx, "renewing a task's lease", "task", id, "err", err)
+			if ctx.Err() != nil {
+				return
+			}
+			e.srv.log.WarnContext(ctx, "renewing a task's lease", "task", id, "err", err)
+			if e.srv.opts.Now().Sub(renewed) > e.opts.Lease {
+				// The lease is gone: another process may report the
+				// task failed at any moment, so the work stops.
+				cancel()
+				return
 			}
 		case t.Status != notify.TaskWorking:
 			cancel()
 			return
+		default:
+			renewed = e.srv.opts.Now()
 		}
 	}
 }
@@ -766,7 +776,7 @@ func (e *taskEngine) finish(ctx context.Context, principal, id string, result an
 			t.Status, t.StatusMessage = notify.TaskFailed, failure.Message
 			t.Error, _ = json.Marshal(failure)
 		} else {
-			t.Status, t.Result = notify.TaskCompleted, raw
+			t.Status, t.Result, t.StatusMessage = notify.TaskCompleted, raw, "" // a working message is stale now
 		}
 		return true
 	})

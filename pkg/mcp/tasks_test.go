@@ -436,7 +436,7 @@ func TestClientFollowsTask(t *testing.T) {
 	}
 
 	// StartTool, GetTask, CancelTask (on the other process).
-	_, task, err := cs.StartTool(t.Context(), "block", nil)
+	_, task, err := cs.StartTool(t.Context(), "block", nil, nil)
 	if err != nil || task == nil || task.Status != "working" {
 		t.Fatalf("StartTool(block) = %+v, %v; want a working task", task, err)
 	}
