@@ -28,7 +28,7 @@ import (
 var reads = map[string]bool{
 	"GetSession": true, "ReadEvents": true, "GetMessage": true, "Subscribers": true,
 	"ReadTopicEvents": true, "Topics": true, "GetRegistry": true, "RegistryHashes": true,
-	"CountSessions": true,
+	"CountSessions": true, "GetTask": true, "CountTasks": true,
 }
 
 // IsRead reports whether the counted operation op only reads.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
@@ -455,4 +457,37 @@ func TestClientFollowsTask(t *testing.T) {
 	if _, err := cs.AwaitTask(t.Context(), task.TaskID, nil); err != mcp.ErrTaskCancelled {
 		t.Errorf("AwaitTask of a cancelled task: %v, want ErrTaskCancelled", err)
 	}
+}
+
+// TestTaskStoreRequests counts the store requests of a task's life: what
+// it costs on DynamoDB, where each is one request.
+func TestTaskStoreRequests(t *testing.T) {
+	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "tasks.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var c storecount.Counter
+	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, storecount.Wrap(store, &c), &mcp.ServerOptions{Tasks: mcp.TaskOptions{CheckInterval: time.Hour}})
+	srv.AddTaskTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
+		}, &mcp.TaskToolOptions{Support: mcp.TaskRequired})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true})
+	ts := httptest.NewServer(h)
+	defer func() { h.Close(); ts.Close() }()
+
+	c.Reset()
+	id := startTask(t, ts.URL, "", "echo", `{}`)
+	waitStatus(t, ts.URL, "", id, "completed")
+	got := c.Counts()
+	// Creation: CountTasks, CreateTask. The run: GetTask+UpdateTask to
+	// claim the lease, GetTask+UpdateTask+Subscribers to complete it
+	// (the last for notifications/tasks). Then one GetTask per tasks/get.
+	gets := got["GetTask"] - 2
+	want := storecount.Counts{"CountTasks": 1, "CreateTask": 1, "GetTask": 2 + gets, "UpdateTask": 2, "Subscribers": 1}
+	if gets < 1 || !cmp.Equal(want, got) {
+		t.Errorf("store requests of one task: %v, want %v", got, want)
+	}
+	t.Logf("one task, created, run and read %d times: %d store requests (%d reads, %d writes)", gets, got.Total(), got.Reads(), got.Writes())
 }
