@@ -198,6 +198,8 @@ type listenStream struct {
 	id     json.RawMessage
 	filter *SubscriptionFilter // what the server acknowledged
 	after  int64
+
+	tasksChecked time.Time // see checkTaskLeases
 }
 
 // openListen opens a listen stream for the 2026-era request (ss, id) with
@@ -349,6 +351,7 @@ func (l *listenStream) result() []byte {
 // subscription id. cancelled reports a notifications/cancelled; more
 // that a full batch was read.
 func (l *listenStream) next(ctx context.Context, registryAge time.Duration) (msgs [][]byte, cancelled, more bool, err error) {
+	l.checkTaskLeases(ctx)
 	// One read when there is nothing new (see pollGetLog).
 	evs, err := l.srv.pollGetLog(ctx, l.sess, l.after, false, registryAge)
 	if err != nil {

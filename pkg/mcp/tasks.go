@@ -435,21 +435,27 @@ func (e *taskEngine) lookup(ctx context.Context, ss *ServerSession, raw json.Raw
 	if err != nil {
 		return nil, nil, err
 	}
-	if t.Status == notify.TaskWorking && e.srv.opts.Now().After(t.LeaseUntil) {
-		t, err = e.modify(ctx, t.Principal, t.ID, func(t *notify.Task) bool {
-			if t.Status != notify.TaskWorking || !e.srv.opts.Now().After(t.LeaseUntil) {
-				return false
-			}
-			t.Status = notify.TaskFailed
-			t.StatusMessage = "the task's work stopped: the process or invocation running it ended (lease expired at " + t.LeaseUntil.UTC().Format(time.RFC3339) + ")"
-			t.Error, _ = json.Marshal(Errorf(CodeInternalError, "internal error: %s", t.StatusMessage))
-			return true
-		})
-		if err != nil {
-			return nil, nil, err
-		}
+	if t, err = e.expire(ctx, t); err != nil {
+		return nil, nil, err
 	}
 	return t, p.InputResponses, nil
+}
+
+// expire marks a working task whose lease expired failed, and returns the
+// task as it is then.
+func (e *taskEngine) expire(ctx context.Context, t *notify.Task) (*notify.Task, error) {
+	if t.Status != notify.TaskWorking || !e.srv.opts.Now().After(t.LeaseUntil) {
+		return t, nil
+	}
+	return e.modify(ctx, t.Principal, t.ID, func(t *notify.Task) bool {
+		if t.Status != notify.TaskWorking || !e.srv.opts.Now().After(t.LeaseUntil) {
+			return false
+		}
+		t.Status = notify.TaskFailed
+		t.StatusMessage = "the task's work stopped: the process or invocation running it ended (lease expired at " + t.LeaseUntil.UTC().Format(time.RFC3339) + ")"
+		t.Error, _ = json.Marshal(Errorf(CodeInternalError, "internal error: %s", t.StatusMessage))
+		return true
+	})
 }
 
 // dispatchTasks serves tasks/get, tasks/update and tasks/cancel.

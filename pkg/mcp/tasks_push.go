@@ -62,3 +62,28 @@ func (e *taskEngine) publish(ctx context.Context, t *notify.Task) {
 		}
 	}
 }
+
+// checkTaskLeases looks, every half lease, at the working tasks a listen
+// stream names: one whose lease expired (its process died) is marked
+// failed, which notifies the stream. So a client that only listens learns
+// of a dead task within about a lease and a half, as one that polls does.
+func (l *listenStream) checkTaskLeases(ctx context.Context) {
+	e := l.srv.tasks
+	if e == nil || len(l.filter.TaskIDs) == 0 {
+		return
+	}
+	now := l.srv.opts.Now()
+	if now.Sub(l.tasksChecked) < e.opts.Lease/2 {
+		return
+	}
+	l.tasksChecked = now
+	for _, id := range l.filter.TaskIDs {
+		t, err := e.store.GetTask(ctx, l.sess.Principal(), id)
+		if err == nil {
+			_, err = e.expire(ctx, t)
+		}
+		if err != nil && !errors.Is(err, notify.ErrNotFound) && ctx.Err() == nil {
+			l.srv.log.WarnContext(ctx, "checking a listened task's lease", "task", id, "err", err)
+		}
+	}
+}

@@ -491,3 +491,23 @@ func TestTaskStoreRequests(t *testing.T) {
 	}
 	t.Logf("one task, created, run and read %d times: %d store requests (%d reads, %d writes)", gets, got.Total(), got.Reads(), got.Writes())
 }
+
+// TestTaskLeaseExpiryPushed: a client that only listens learns that a
+// task's process died: the process serving its listen stream finds the
+// lease expired and pushes the failed task.
+func TestTaskLeaseExpiryPushed(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	lease := 300 * time.Millisecond
+	dead := newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{Runner: idleRunner{}, Lease: lease})
+	other := newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{Lease: lease})
+	id := startTask(t, dead.url, "", "echo", `{}`)
+	ch := listenTasks(t, t.Context(), other.url, "", id)
+	if ack := next(t, ch); ack["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", ack)
+	}
+	m := next(t, ch)
+	p, _ := m["params"].(map[string]any)
+	if m["method"] != "notifications/tasks" || p["taskId"] != id || p["status"] != "failed" {
+		t.Fatalf("notification %v, want the task failed", m)
+	}
+}
