@@ -72,7 +72,7 @@ type TaskOptions struct {
 	// in this process.
 	Runner TaskRunner
 	// Workers bounds the tasks the default runner runs at once in this
-	// process; more wait for a worker (their lease runs meanwhile).
+	// process; more wait for a worker, renewing their lease meanwhile.
 	// Default: 32.
 	Workers int
 	// Lease is how long a working task is presumed alive without a sign
@@ -196,11 +196,32 @@ func taskKey(principal, id string) string { return principal + "\x00" + id }
 // localRunner runs tasks in this process, at most Workers at once.
 type localRunner struct{ e *taskEngine }
 
+// A task waiting for a worker keeps its lease (it is alive, only queued),
+// and leaves the queue if it stops working meanwhile (cancelled).
 func (r localRunner) StartTask(_ context.Context, principal, id string) error {
 	go func() {
-		r.e.workers <- struct{}{}
-		defer func() { <-r.e.workers }()
 		ctx := context.Background()
+		tick := time.NewTicker(r.e.opts.Lease / 3)
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case r.e.workers <- struct{}{}:
+				break wait
+			case <-tick.C:
+				t, err := r.e.modify(ctx, principal, id, func(t *notify.Task) bool {
+					if t.Status != notify.TaskWorking {
+						return false
+					}
+					t.LeaseUntil = r.e.srv.opts.Now().Add(r.e.opts.Lease)
+					return true
+				})
+				if err == nil && t.Status != notify.TaskWorking || errors.Is(err, notify.ErrNotFound) {
+					return
+				}
+			}
+		}
+		defer func() { <-r.e.workers }()
 		if err := r.e.srv.RunTask(ctx, principal, id); err != nil {
 			r.e.srv.log.ErrorContext(ctx, "running a task", "task", id, "err", err)
 		}

@@ -511,3 +511,19 @@ func TestTaskLeaseExpiryPushed(t *testing.T) {
 		t.Fatalf("notification %v, want the task failed", m)
 	}
 }
+
+// TestTaskQueued: a task waiting for a worker of a full pool keeps its
+// lease (it is not reported failed) and runs once a worker is free.
+func TestTaskQueued(t *testing.T) {
+	lease := 300 * time.Millisecond
+	p := newTaskProc(t, filepath.Join(t.TempDir(), "tasks.db"), mcp.Limits{}, mcp.TaskOptions{Workers: 1, Lease: lease})
+	blocker := startTask(t, p.url, "", "block", `{}`)
+	<-p.started
+	queued := startTask(t, p.url, "", "echo", `{"q":1}`)
+	time.Sleep(3 * lease)
+	if r := getTask(t, p.url, "", queued); r.Result["status"] != "working" {
+		t.Fatalf("queued task after 3 leases: %v, want still working", r.Result)
+	}
+	taskCall(t, p.url, "", "tasks/cancel", blocker, `"taskId":"`+blocker+`"`, tasksCaps)
+	waitStatus(t, p.url, "", queued, "completed")
+}
