@@ -199,7 +199,7 @@ type listenStream struct {
 	filter *SubscriptionFilter // what the server acknowledged
 	after  int64
 
-	tasksChecked time.Time // see checkTaskLeases
+	tasks listenTasks // see checkTaskLeases
 }
 
 // openListen opens a listen stream for the 2026-era request (ss, id) with

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"time"
 
 	"github.com/mcpush/mcpush/pkg/notify"
 )
@@ -63,26 +64,42 @@ func (e *taskEngine) publish(ctx context.Context, t *notify.Task) {
 	}
 }
 
-// checkTaskLeases looks, every half lease, at the working tasks a listen
-// stream names: one whose lease expired (its process died) is marked
-// failed, which notifies the stream. So a client that only listens learns
-// of a dead task within about a lease and a half, as one that polls does.
+// listenTasks is what a listen stream knows of the tasks it names.
+type listenTasks struct {
+	checked time.Time       // the last checkTaskLeases
+	over    map[string]bool // ended or gone: not read again
+}
+
+// checkTaskLeases looks, every half lease, at the tasks a listen stream
+// names that may still be working (one read each): one whose lease
+// expired (its process died) is marked failed, which notifies the
+// stream. So a client that only listens learns of a dead task within
+// about a lease and a half, as one that polls does.
 func (l *listenStream) checkTaskLeases(ctx context.Context) {
 	e := l.srv.tasks
 	if e == nil || len(l.filter.TaskIDs) == 0 {
 		return
 	}
 	now := l.srv.opts.Now()
-	if now.Sub(l.tasksChecked) < e.opts.Lease/2 {
+	if now.Sub(l.tasks.checked) < e.opts.Lease/2 {
 		return
 	}
-	l.tasksChecked = now
+	l.tasks.checked = now
 	for _, id := range l.filter.TaskIDs {
+		if l.tasks.over[id] {
+			continue
+		}
 		t, err := e.store.GetTask(ctx, l.sess.Principal(), id)
 		if err == nil {
-			_, err = e.expire(ctx, t)
+			t, err = e.expire(ctx, t)
 		}
-		if err != nil && !errors.Is(err, notify.ErrNotFound) && ctx.Err() == nil {
+		switch {
+		case errors.Is(err, notify.ErrNotFound) || err == nil && notify.TaskTerminal(t.Status):
+			if l.tasks.over == nil {
+				l.tasks.over = map[string]bool{}
+			}
+			l.tasks.over[id] = true
+		case err != nil && ctx.Err() == nil:
 			l.srv.log.WarnContext(ctx, "checking a listened task's lease", "task", id, "err", err)
 		}
 	}
