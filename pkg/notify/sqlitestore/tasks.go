@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 	PRIMARY KEY (principal, id)
 );
 CREATE INDEX IF NOT EXISTS tasks_live ON tasks (principal, live, expires_at);
+CREATE INDEX IF NOT EXISTS tasks_expires_at ON tasks (expires_at);
 `
 
 func (s *Store) tasks(ctx context.Context) error {
@@ -57,8 +58,8 @@ func (s *Store) CreateTask(ctx context.Context, t *notify.Task) (err error) {
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {
 		now := toNanos(s.now())
-		// Expired tasks of the principal go now: the creation of a task
-		// is what prunes them.
+		// Expired tasks of the principal go now (the periodic prune
+		// takes the others).
 		if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE principal = ?1 AND expires_at <= ?2`, t.Principal, now); err != nil {
 			return err
 		}
