@@ -20,7 +20,11 @@ var errToolFailed = errors.New("the tool reported an error")
 // takes it as JSON) or key:=JSON. It prints the structured content as
 // JSON, or the text content when there is none. Progress goes to stderr:
 // a bar on a terminal, one line per update otherwise.
-func cmdCall(ctx context.Context, e *env, c *common, name string, args []string) error {
+//
+// A call the server runs as a task (protocol 2026) is followed to its end,
+// its status on stderr; with noWait the task id is printed instead (see
+// mcpush task).
+func cmdCall(ctx context.Context, e *env, c *common, name string, args []string, noWait bool) error {
 	client, err := newClient(ctx, e, c, &mcp.ClientOptions{NoStandaloneStream: true})
 	if err != nil {
 		return err
@@ -47,11 +51,26 @@ func cmdCall(ctx context.Context, e *env, c *common, name string, args []string)
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	pr := newProgressRenderer(e, name)
-	res, err := cs.CallTool(ctx, name, arguments, pr.update)
+	res, task, err := cs.StartTool(ctx, name, arguments, pr.update)
 	pr.finish()
 	if err != nil {
 		return err
 	}
+	if task != nil {
+		if noWait {
+			fmt.Fprintln(e.stdout, task.TaskID)
+			return nil
+		}
+		if res, err = cs.AwaitTask(ctx, task.TaskID, func(t *mcp.Task) { printTaskStatus(e, t) }); err != nil {
+			return err
+		}
+	}
+	return printResult(e, res)
+}
+
+// printResult prints a tool's result: its structured content as JSON, or
+// its text content; a result with isError goes to stderr.
+func printResult(e *env, res *mcp.CallToolResult) error {
 	if res.IsError {
 		for _, c := range res.Content {
 			if t, ok := c.(*mcp.TextContent); ok {
@@ -78,6 +97,15 @@ func cmdCall(ctx context.Context, e *env, c *common, name string, args []string)
 		}
 	}
 	return nil
+}
+
+// printTaskStatus reports a task's status on stderr.
+func printTaskStatus(e *env, t *mcp.Task) {
+	line := "task " + t.TaskID + ": " + t.Status
+	if t.StatusMessage != "" {
+		line += ": " + t.StatusMessage
+	}
+	fmt.Fprintln(e.stderr, line)
 }
 
 // inputSchema is the part of a tool's input schema argument parsing uses.

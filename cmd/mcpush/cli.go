@@ -48,7 +48,10 @@ const usage = `usage: mcpush [flags] COMMAND [flags] [args] [-- args]
 commands:
   tools                       list the server's tools
   call NAME [key=value ...]   call a tool and print its structured content as JSON
-                              (key:=JSON passes a raw JSON value)
+                              (key:=JSON passes a raw JSON value); a tool the server
+                              runs as a task (--protocol 2026) is waited for, its
+                              status on stderr; --no-wait prints the task id instead
+  task get|cancel ID          print a task as JSON, or cancel it (protocol 2026)
   watch [--topic T ...]       subscribe to events://T and print events and list_changed
         [--json]              as they arrive (one JSON object per line with --json)
   publish --topic-arn ARN --message M [--endpoint-url URL] [--region R]
@@ -196,6 +199,7 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		}
 		return c.oneShot(ctx, func(ctx context.Context) error { return cmdTools(ctx, e, c, *asJSON) })
 	case "call":
+		noWait := fs.Bool("no-wait", false, "print the task id of a call the server runs as a task, and return")
 		pos, err := parseCmd(-1)
 		if err != nil {
 			return err
@@ -203,7 +207,16 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		if len(pos) == 0 {
 			return fmt.Errorf("%w: call needs a tool name", errUsage)
 		}
-		return c.oneShot(ctx, func(ctx context.Context) error { return cmdCall(ctx, e, c, pos[0], pos[1:]) })
+		return c.oneShot(ctx, func(ctx context.Context) error { return cmdCall(ctx, e, c, pos[0], pos[1:], *noWait) })
+	case "task":
+		pos, err := parseCmd(2)
+		if err != nil {
+			return err
+		}
+		if len(pos) != 2 || (pos[0] != "get" && pos[0] != "cancel") {
+			return fmt.Errorf("%w: task takes get ID or cancel ID", errUsage)
+		}
+		return c.oneShot(ctx, func(ctx context.Context) error { return cmdTask(ctx, e, c, pos[0], pos[1]) })
 	case "watch":
 		var topics topicsFlag
 		fs.Var(&topics, "topic", "a topic to subscribe to (repeatable)")

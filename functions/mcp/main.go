@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/mcpush/mcpush/internal/statekeys"
 	"github.com/mcpush/mcpush/pkg/eventtools"
@@ -114,6 +115,8 @@ func run(logger *slog.Logger) error {
 		{"MCPUSH_POLL_INTERVAL", &opts.PollInterval},
 		{"MCPUSH_REGISTRY_REFRESH", &opts.RegistryRefresh},
 		{"MCPUSH_SESSION_TTL", &opts.SessionIdleTimeout},
+		{"MCPUSH_TASK_TTL", &opts.Limits.TaskTTL},
+		{"MCPUSH_TASK_LEASE", &opts.Tasks.Lease},
 	} {
 		if *d.dst, err = serve.DurationEnv(os.Getenv, d.name); err != nil {
 			return err
@@ -135,6 +138,9 @@ func run(logger *slog.Logger) error {
 		{"MCPUSH_MAX_SESSIONS_PER_HOUR", &opts.Limits.MaxSessionsPerHour},
 		{"MCPUSH_MAX_SESSIONS_PER_PRINCIPAL", &opts.Limits.MaxSessionsPerPrincipal},
 		{"MCPUSH_MAX_LISTENS_PER_PRINCIPAL", &opts.Limits.MaxListensPerPrincipal},
+		{"MCPUSH_MAX_TASKS_PER_PRINCIPAL", &opts.Limits.MaxTasksPerPrincipal},
+		{"MCPUSH_MAX_TASK_RESULT_BYTES", &opts.Limits.MaxTaskResultBytes},
+		{"MCPUSH_MAX_TASK_INPUT_ROUNDS", &opts.Limits.MaxTaskInputRounds},
 	} {
 		if *l.dst, err = intEnv(l.name); err != nil {
 			return err
@@ -170,6 +176,15 @@ func run(logger *slog.Logger) error {
 		if opts.StateKeys, err = statekeys.FromStore(ctx, sk); err != nil {
 			return err
 		}
+	}
+	if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
+		// In Lambda a task runs in an invocation of its own.
+		cfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("tasks: loading the AWS configuration: %w", err)
+		}
+		opts.Tasks.Runner = &serve.SelfInvokeRunner{API: awslambda.NewFromConfig(cfg),
+			FunctionName: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), Qualifier: os.Getenv("AWS_LAMBDA_FUNCTION_VERSION")}
 	}
 	if fix != nil {
 		fix.options(opts)

@@ -39,6 +39,8 @@ func Register(s *mcp.Server, store notify.Store) {
 	registerResources(s)
 	registerPrompts(s)
 	registerMRTR(s, store)
+	registerTasks(s)
+	registerCustomHeaders(s)
 }
 
 // Complete answers completion/complete for the fixtures; set it as

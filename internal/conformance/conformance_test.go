@@ -319,8 +319,15 @@ func jsonValue(t *testing.T, v any) any {
 }
 
 var fixtureTools = []string{
+	"confirm_delete",
+	"failing_job",
+	"greet",
 	"json_schema_2020_12_tool",
+	"multi_input",
+	"protocol_error_job",
+	"slow_compute",
 	"test_audio_content",
+	"test_custom_headers",
 	"test_elicitation",
 	"test_elicitation_sep1034_defaults",
 	"test_elicitation_sep1330_enums",
@@ -344,8 +351,15 @@ var fixtureTools = []string{
 	"test_streaming_elicitation",
 	"test_tool_with_logging",
 	"test_tool_with_progress",
+	"test_tool_with_task",
 	"test_trigger_prompt_change",
 	"test_trigger_tool_change",
+}
+
+// taskTools are the fixtures that run as tasks, with their task support.
+var taskTools = map[string]string{
+	"slow_compute": "optional", "protocol_error_job": "optional", "confirm_delete": "optional", "multi_input": "optional",
+	"failing_job": "required", "test_tool_with_task": "required",
 }
 
 func TestToolsList(t *testing.T) {
@@ -355,6 +369,9 @@ func TestToolsList(t *testing.T) {
 			Name        string         `json:"name"`
 			Description string         `json:"description"`
 			InputSchema map[string]any `json:"inputSchema"`
+			Execution   *struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
 		} `json:"tools"`
 	}
 	c.call("tools/list", nil, &res)
@@ -373,7 +390,16 @@ func TestToolsList(t *testing.T) {
 		} else if _, err := schema.Resolve(nil); err != nil {
 			t.Errorf("tool %s: inputSchema does not resolve: %v", tool.Name, err)
 		}
+		support := ""
+		if tool.Execution != nil {
+			support = tool.Execution.TaskSupport
+		}
+		if want := taskTools[tool.Name]; support != want {
+			t.Errorf("tool %s: execution.taskSupport %q, want %q", tool.Name, support, want)
+		}
 		switch tool.Name {
+		case "greet", "slow_compute", "confirm_delete", "test_custom_headers":
+			// Arguments of their own, checked by the scenarios.
 		case "json_schema_2020_12_tool":
 			if diff := cmp.Diff(jsonValue(t, json2020Schema()), jsonValue(t, tool.InputSchema)); diff != "" {
 				t.Errorf("json_schema_2020_12_tool inputSchema mismatch (-want +got):\n%s", diff)

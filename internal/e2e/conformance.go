@@ -44,10 +44,8 @@ type Suite struct {
 }
 
 // Suite2026 is 0.2.0-alpha.12's requirement set for 2026-07-28, the
-// stateless era. Every scenario is required except the tasks extension
-// (SEP-2663, which mcpush does not implement) and one pending scenario
-// about custom x-mcp-header tool headers (SEP-2243's optional part),
-// which are run and reported separately.
+// stateless era, every scenario required: the core ones, the tasks
+// extension (SEP-2663) and custom x-mcp-header tool headers (SEP-2243).
 func Suite2026() Suite {
 	return Suite{
 		Name:         testenv.Conformance020Alpha12 + "-2026",
@@ -55,15 +53,6 @@ func Suite2026() Suite {
 		RunArgs:      []string{"--requirements", "2026-07-28"},
 		ScenarioArgs: []string{"--spec-version", "2026-07-28", "--force"},
 		ListArgs:     []string{"--server", "--requirements", "2026-07-28"},
-		NotRequired: func(name string) string {
-			switch {
-			case strings.HasPrefix(name, "tasks-"):
-				return "tasks extension (SEP-2663), not implemented"
-			case name == "http-custom-header-server-validation":
-				return "custom x-mcp-header tool headers, not implemented"
-			}
-			return ""
-		},
 	}
 }
 

@@ -30,7 +30,7 @@ import (
 var reads = map[string]bool{
 	"GetSession": true, "ReadEvents": true, "GetMessage": true, "Subscribers": true,
 	"ReadTopicEvents": true, "Topics": true, "GetRegistry": true, "RegistryHashes": true,
-	"CountSessions": true, "IdleSessions": true,
+	"CountSessions": true, "IdleSessions": true, "GetTask": true, "CountTasks": true,
 }
 
 // IsRead reports whether the counted operation op only reads.
@@ -126,7 +126,8 @@ func (c *Counter) Reset() {
 }
 
 // Wrap returns st with every request counted in c. The result implements
-// notify.RateCounter and notify.SessionCounter exactly when st does, so
+// notify.RateCounter and notify.SessionCounter exactly when st does (and
+// notify.TaskStore when st implements all three, as both stores do), so
 // that a server finds the same capabilities through it. Close is not
 // counted.
 func Wrap(st notify.Store, c *Counter) notify.Store {
@@ -139,6 +140,14 @@ func wrap(s *store) notify.Store {
 	sc, isSC := s.Store.(notify.SessionCounter)
 	r := rateCounter{rc, s.c}
 	n := sessionCounter{sc, s.c}
+	if ts, ok := s.Store.(notify.TaskStore); ok && isRC && isSC {
+		return struct {
+			*store
+			rateCounter
+			sessionCounter
+			taskStore
+		}{s, r, n, taskStore{ts, s.c}}
+	}
 	switch {
 	case isRC && isSC:
 		return struct {
@@ -315,4 +324,30 @@ type sessionCounter struct {
 func (n sessionCounter) CountSessions(ctx context.Context, principal string, limit int) (int, error) {
 	n.c.add("CountSessions")
 	return n.sc.CountSessions(ctx, principal, limit)
+}
+
+// taskStore counts notify.TaskStore requests.
+type taskStore struct {
+	ts notify.TaskStore
+	c  *Counter
+}
+
+func (t taskStore) CreateTask(ctx context.Context, task *notify.Task) error {
+	t.c.add("CreateTask")
+	return t.ts.CreateTask(ctx, task)
+}
+
+func (t taskStore) GetTask(ctx context.Context, principal, id string) (*notify.Task, error) {
+	t.c.add("GetTask")
+	return t.ts.GetTask(ctx, principal, id)
+}
+
+func (t taskStore) UpdateTask(ctx context.Context, task *notify.Task) error {
+	t.c.add("UpdateTask")
+	return t.ts.UpdateTask(ctx, task)
+}
+
+func (t taskStore) CountTasks(ctx context.Context, principal string, limit int) (int, error) {
+	t.c.add("CountTasks")
+	return t.ts.CountTasks(ctx, principal, limit)
 }

@@ -510,8 +510,21 @@ func listAll[R any, T any](ctx context.Context, cs *ClientSession, method string
 // JSON object; nil for none). If progress is not nil, the request asks for
 // progress and progress receives each notification, in order; every
 // callback has run when CallTool returns. A tool that fails returns a
-// result with IsError set, not an error.
+// result with IsError set, not an error. When the server runs the call as
+// a task (2026 era), CallTool follows it to its end (AwaitTask), and
+// progress receives its status messages (Message).
 func (cs *ClientSession) CallTool(ctx context.Context, name string, args any, progress ProgressFunc) (*CallToolResult, error) {
+	if cs.isModern() {
+		res, task, err := cs.StartTool(ctx, name, args, progress)
+		if err != nil || task == nil {
+			return res, err
+		}
+		var onStatus func(*Task)
+		if progress != nil {
+			onStatus = func(t *Task) { progress(&ProgressParams{Message: t.StatusMessage}) }
+		}
+		return cs.AwaitTask(ctx, task.TaskID, onStatus)
+	}
 	p := &CallToolParams{Name: name}
 	if args != nil {
 		b, err := json.Marshal(args)

@@ -150,7 +150,7 @@ func (cs *ClientSession) modernRequest(method string, p json.RawMessage) (json.R
 	cs.mu.Unlock()
 	meta := [][2]string{
 		{clientMetaProtocolVersion, strconv.Quote(clientStatelessVersion)},
-		{clientMetaClientCapabilities, string(cs.c.capabilities())},
+		{clientMetaClientCapabilities, string(withTasksExtension(cs.c.capabilities()))},
 		{clientMetaClientInfo, string(info)},
 	}
 	if level != "" {
@@ -167,8 +167,9 @@ func (cs *ClientSession) modernRequest(method string, p json.RawMessage) (json.R
 	h := http.Header{}
 	h.Set("Mcp-Method", method)
 	var named struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
+		Name   string `json:"name"`
+		URI    string `json:"uri"`
+		TaskID string `json:"taskId"`
 	}
 	json.Unmarshal(p, &named)
 	switch method {
@@ -176,6 +177,8 @@ func (cs *ClientSession) modernRequest(method string, p json.RawMessage) (json.R
 		h.Set("Mcp-Name", headerValue(named.Name))
 	case "resources/read":
 		h.Set("Mcp-Name", headerValue(named.URI))
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		h.Set("Mcp-Name", headerValue(named.TaskID))
 	}
 	return p, h, nil
 }
@@ -435,4 +438,17 @@ func (cs *ClientSession) resubscribe(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// withTasksExtension adds the tasks extension to the client capabilities
+// of a 2026-era request: the client follows tasks (client_tasks.go).
+func withTasksExtension(caps json.RawMessage) json.RawMessage {
+	m := map[string]json.RawMessage{}
+	_ = json.Unmarshal(caps, &m)
+	ext := map[string]json.RawMessage{}
+	_ = json.Unmarshal(m["extensions"], &ext)
+	ext[TasksExtension] = json.RawMessage("{}")
+	m["extensions"], _ = json.Marshal(ext)
+	b, _ := json.Marshal(m)
+	return b
 }

@@ -358,7 +358,12 @@ func (s *Server) dispatch(ctx context.Context, ss *ServerSession, m *Message) (a
 	case "tools/list":
 		return s.listTools(ctx, m.Params)
 	case "tools/call":
+		if res, ok, err := s.maybeTask(ctx, ss, m); ok {
+			return res, err
+		}
 		return s.callTool(ctx, ss, m.Params)
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		return s.dispatchTasks(ctx, ss, m)
 	case "resources/list":
 		return s.listResources(ctx, m.Params)
 	case "resources/templates/list":

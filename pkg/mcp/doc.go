@@ -30,7 +30,14 @@
 // (ServerRequest.InputResponses) and the signed state (ServerRequest.State),
 // on any process sharing ServerOptions.StateKeys.
 // Both eras share one dispatcher, so tools, resources and prompts are
-// written once.
+// written once. In the 2026 era a tool registered with AddTaskTool runs as
+// a task (the io.modelcontextprotocol/tasks extension) for clients that
+// declare it: the call returns a task at once, whose record lives in the
+// store (notify.TaskStore) so that tasks/get, tasks/update and
+// tasks/cancel work on any process, and whose work a TaskRunner starts
+// (a worker pool in the process; on Lambda, an invocation of its own).
+// Tool parameters marked x-mcp-header are checked against their
+// Mcp-Param-* headers.
 //
 // With ServerOptions.DynamicRegistries the server also serves the tools
 // overlay, resources and prompts published through SNS (package
@@ -54,7 +61,8 @@
 // calls tools with a progress callback, reads and subscribes to resources,
 // in the 2025 era (initialize, sessions, a GET stream resumed with
 // Last-Event-ID), the 2026-07-28 era (server/discover, subscriptions/listen,
-// input_required results) or whichever the server speaks (ClientModeAuto).
+// input_required results, tasks followed to their end) or whichever the
+// server speaks (ClientModeAuto).
 // Notification handlers run one at a time in arrival order; a panic is
 // recovered and logged; list_changed re-lists with at most one re-list in
 // flight. See ExampleClient.

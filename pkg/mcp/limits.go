@@ -65,6 +65,20 @@ type Limits struct {
 	// total too. Listen streams do not count against
 	// MaxSessionsPerPrincipal.
 	MaxListensPerPrincipal int
+	// MaxTasksPerPrincipal bounds the live (not terminal, not expired)
+	// tasks of one principal, over all processes sharing the store: a
+	// tools/call that would create one more gets -32600 and creates
+	// nothing.
+	MaxTasksPerPrincipal int
+	// MaxTaskResultBytes bounds the encoded result of a task: a larger
+	// one fails the task (status failed, error -32603 naming the limit).
+	MaxTaskResultBytes int
+	// MaxTaskInputRounds bounds how often one task may ask the client for
+	// input: one more round fails the task (-32603).
+	MaxTaskInputRounds int
+	// TaskTTL is how long a task is kept from its creation (its ttlMs);
+	// tasks/get finds it no more after that (-32602).
+	TaskTTL time.Duration
 }
 
 // DefaultLimits are the limits of a server whose options leave them zero.
@@ -82,6 +96,10 @@ var DefaultLimits = Limits{
 	MaxSessionsPerHour:      1000,
 	MaxSessionsPerPrincipal: 100,
 	MaxListensPerPrincipal:  20,
+	MaxTasksPerPrincipal:    32,
+	MaxTaskResultBytes:      256 << 10,
+	MaxTaskInputRounds:      16,
+	TaskTTL:                 time.Hour,
 }
 
 // withDefaults returns l with every zero (or negative) field set to its
@@ -105,6 +123,12 @@ func (l Limits) withDefaults() Limits {
 	set(&l.MaxSessionsPerHour, d.MaxSessionsPerHour)
 	set(&l.MaxSessionsPerPrincipal, d.MaxSessionsPerPrincipal)
 	set(&l.MaxListensPerPrincipal, d.MaxListensPerPrincipal)
+	set(&l.MaxTasksPerPrincipal, d.MaxTasksPerPrincipal)
+	set(&l.MaxTaskResultBytes, d.MaxTaskResultBytes)
+	set(&l.MaxTaskInputRounds, d.MaxTaskInputRounds)
+	if l.TaskTTL <= 0 {
+		l.TaskTTL = d.TaskTTL
+	}
 	if l.BodyReadTimeout <= 0 {
 		l.BodyReadTimeout = d.BodyReadTimeout
 	}

@@ -32,6 +32,7 @@ type SubscriptionFilter struct {
 	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
 	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
 	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
+	TaskIDs               []string `json:"taskIds,omitempty"` // notifications/tasks (tasks.go)
 }
 
 // Bounds of a listen filter.
@@ -154,7 +155,10 @@ func parseListenFilter(params json.RawMessage) (*SubscriptionFilter, error) {
 	dec.DisallowUnknownFields()
 	var f SubscriptionFilter
 	if err := dec.Decode(&f); err != nil {
-		return nil, Errorf(CodeInvalidParams, "invalid params: notifications: %v (known types: toolsListChanged, promptsListChanged, resourcesListChanged, resourceSubscriptions)", err)
+		return nil, Errorf(CodeInvalidParams, "invalid params: notifications: %v (known types: toolsListChanged, promptsListChanged, resourcesListChanged, resourceSubscriptions, taskIds)", err)
+	}
+	if err := checkListenTaskIDs(f.TaskIDs); err != nil {
+		return nil, err
 	}
 	if len(f.ResourceSubscriptions) > MaxListenSubscriptions {
 		return nil, Errorf(CodeInvalidParams, "invalid params: at most %d resourceSubscriptions", MaxListenSubscriptions)
@@ -178,6 +182,7 @@ func (s *Server) acknowledged(f *SubscriptionFilter) *SubscriptionFilter {
 		PromptsListChanged:    f.PromptsListChanged && caps.Prompts != nil && caps.Prompts.ListChanged,
 		ResourcesListChanged:  f.ResourcesListChanged && caps.Resources != nil && caps.Resources.ListChanged,
 		ResourceSubscriptions: map[bool][]string{true: f.ResourceSubscriptions}[caps.Resources != nil && caps.Resources.Subscribe],
+		TaskIDs:               map[bool][]string{true: f.TaskIDs}[s.tasks != nil],
 	}
 }
 
@@ -193,6 +198,8 @@ func (f *SubscriptionFilter) admits(method string) bool {
 		return f.ResourcesListChanged
 	case "notifications/resources/updated":
 		return len(f.ResourceSubscriptions) > 0
+	case "notifications/tasks":
+		return len(f.TaskIDs) > 0
 	}
 	return false
 }
@@ -232,6 +239,8 @@ type listenStream struct {
 	filter    *SubscriptionFilter // what the server acknowledged
 	after     int64
 	ttl       time.Duration // the backing session's expiry after a refresh
+
+	tasks listenTasks // see checkTaskLeases
 }
 
 // openListen opens a listen stream for the 2026-era request (ss, id) with
@@ -273,7 +282,11 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawM
 		return nil, fmt.Errorf("creating the backing session: %w", err)
 	}
 	l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, ttl: ttl}
-	for _, uri := range append([]string{listenCancelURI(ss.Principal(), id)}, ack.ResourceSubscriptions...) {
+	uris := append([]string{listenCancelURI(ss.Principal(), id)}, ack.ResourceSubscriptions...)
+	for _, task := range ack.TaskIDs {
+		uris = append(uris, taskURI(ss.Principal(), task))
+	}
+	for _, uri := range uris {
 		if err := s.store.Subscribe(ctx, st.ID, uri); err != nil {
 			l.close(ctx)
 			return nil, fmt.Errorf("subscribing to %s: %w", uri, err)
@@ -407,6 +420,7 @@ func (l *listenStream) result() []byte {
 // subscription id. cancelled reports a notifications/cancelled; more
 // that a full batch was read.
 func (l *listenStream) next(ctx context.Context, registryAge time.Duration) (msgs [][]byte, cancelled, more bool, err error) {
+	l.checkTaskLeases(ctx)
 	// One read when there is nothing new (see pollGetLog).
 	evs, err := l.srv.pollGetLog(ctx, l.sess, l.after, false, registryAge)
 	if err != nil {
@@ -476,8 +490,12 @@ func (l *listenStream) close(ctx context.Context) {
 func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) {
 	ctx := r.Context()
 	f, err := parseListenFilter(m.Params)
+	if err == nil && len(f.TaskIDs) > 0 && !clientDeclaresTasks(ss) {
+		err = missingTasksCapability("taskIds need it")
+	}
 	if err != nil {
-		writeJSON(w, http.StatusOK, encodeResponse(m.ID, nil, err.(*Error)))
+		e := err.(*Error)
+		writeJSON(w, httpStatus(e), encodeResponse(m.ID, nil, e))
 		return
 	}
 	// Close waits for the backing session's deletion too: defers run last

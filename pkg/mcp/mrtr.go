@@ -76,17 +76,28 @@ var inputMethods = map[string]string{
 // mrtrMethods are the methods whose results may be input_required.
 var mrtrMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
 
+// namedMethods are the methods whose requests carry the Mcp-Name header,
+// and the params member it mirrors.
+var namedMethods = map[string]string{
+	"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+	"tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+}
+
 // requestName is what a request acts on: the tool or prompt name, or the
 // resource URI (the Mcp-Name header's value, and what a requestState is
 // bound to).
 func requestName(method string, params json.RawMessage) string {
 	var p struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
+		Name   string `json:"name"`
+		URI    string `json:"uri"`
+		TaskID string `json:"taskId"`
 	}
 	_ = json.Unmarshal(params, &p)
-	if method == "resources/read" {
+	switch namedMethods[method] {
+	case "uri":
 		return p.URI
+	case "taskId":
+		return p.TaskID
 	}
 	return p.Name
 }
@@ -98,6 +109,9 @@ func requestName(method string, params json.RawMessage) string {
 // (Without one, a handler may take answers given before it asked, but ask
 // copies into the next state only those it used.)
 func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]json.RawMessage, state []byte, answers map[string]json.RawMessage, err error) {
+	if strings.HasPrefix(m.Method, "tasks/") {
+		return nil, nil, nil, nil // tasks/update's inputResponses answer a task's requests (tasks.go)
+	}
 	var p mrtrParams
 	if len(m.Params) > 0 {
 		if err := json.Unmarshal(m.Params, &p); err != nil {

@@ -53,6 +53,7 @@ type ServerCapabilities struct {
 	Prompts     *ListChangedCap      `json:"prompts,omitempty"`
 	Resources   *ResourcesCapability `json:"resources,omitempty"`
 	Tools       *ListChangedCap      `json:"tools,omitempty"`
+	Extensions  map[string]any       `json:"extensions,omitempty"`
 }
 
 // ListChangedCap declares a feature and whether list_changed is sent for it.
@@ -92,6 +93,7 @@ type Tool struct {
 	InputSchema  any              `json:"inputSchema"`
 	OutputSchema any              `json:"outputSchema,omitempty"`
 	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
+	Execution    *ToolExecution   `json:"execution,omitempty"` // task support (tasks.go)
 	Meta         Meta             `json:"_meta,omitempty"`
 }
 

@@ -71,6 +71,9 @@ type ServerOptions struct {
 	StateKeys [][]byte
 	// StateTTL is how long a requestState stays valid. Default: 10 minutes.
 	StateTTL time.Duration
+	// Tasks configure how tasks run (the tasks extension, 2026 era), when
+	// the store keeps tasks (notify.TaskStore; both stores do).
+	Tasks TaskOptions
 }
 
 // Server is an MCP server whose sessions live in a notify.Store, so that
@@ -92,6 +95,7 @@ type Server struct {
 	local  localRegistry // in-process fast paths; never the source of truth
 	regs   registryCache // this process's copy of the dynamic registries
 	states stateSigner   // requestState tokens (2026 era)
+	tasks  *taskEngine   // nil when the store keeps no tasks
 }
 
 // ServerRequest is what a handler receives: the session it serves (in the
@@ -126,6 +130,7 @@ type PromptHandler func(ctx context.Context, req *ServerRequest[*GetPromptParams
 type serverTool struct {
 	tool    *Tool
 	handler ToolHandler
+	prepare func(ctx context.Context, req *CallToolRequest) error // AddTaskTool
 }
 
 type serverResource struct {
@@ -194,6 +199,7 @@ func NewServer(impl *Implementation, store notify.Store, opts *ServerOptions) *S
 	if len(s.states.keys) == 0 {
 		s.states.keys = [][]byte{[]byte(randomID(32))}
 	}
+	s.tasks = newTaskEngine(s)
 	return s
 }
 

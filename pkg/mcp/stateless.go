@@ -44,9 +44,13 @@ type DiscoverResult struct {
 }
 
 func (s *Server) discover() *DiscoverResult {
+	caps := s.capabilities()
+	if s.tasks != nil {
+		caps.Extensions = map[string]any{TasksExtension: struct{}{}}
+	}
 	return &DiscoverResult{
 		SupportedVersions: AllProtocolVersions(),
-		Capabilities:      s.capabilities(),
+		Capabilities:      caps,
 		Instructions:      s.opts.Instructions,
 		Meta:              Meta{metaServerInfo: s.impl},
 	}
@@ -153,14 +157,19 @@ func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m 
 		}
 		return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: Mcp-Method "+got+" differs from the body's method "+m.Method, nil)
 	}
-	if m.Method == "tools/call" || m.Method == "prompts/get" || m.Method == "resources/read" {
+	if namedMethods[m.Method] != "" {
 		name := requestName(m.Method, m.Params)
 		got, present := r.Header["Mcp-Name"]
 		switch {
 		case !present:
 			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: "+m.Method+" needs the Mcp-Name header", nil)
 		case len(got) != 1 || decodeHeaderValue(got[0]) != name:
-			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: Mcp-Name differs from the body's "+map[bool]string{true: "uri", false: "name"}[m.Method == "resources/read"]+" "+name, nil)
+			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: Mcp-Name differs from the body's "+namedMethods[m.Method]+" "+name, nil)
+		}
+	}
+	if m.Method == "tools/call" {
+		if bad := h.srv.checkParamHeaders(r, m.Params); bad != "" {
+			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: "+bad, nil)
 		}
 	}
 	if n, limit := len(p.Meta.ClientCapabilities)+len(p.Meta.ClientInfo), h.srv.opts.Limits.MaxClientInfoBytes; n > limit {

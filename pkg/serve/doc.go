@@ -16,7 +16,10 @@
 // gives pkg/mcp's SSE writer the Flush it needs under the Lambda
 // adapters, logs one record per request with the Lambda request id
 // (RequestIDHandler), and, with AuthIAM, makes the SigV4 signer's IAM ARN
-// the session's principal (IAMAuthenticator).
+// the session's principal (IAMAuthenticator). An invocation whose payload
+// is a TaskEvent runs a task (the 2026-07-28 tasks extension) instead:
+// with SelfInvokeRunner as the server's mcp.TaskRunner, every task runs in
+// an asynchronous invocation of the function itself.
 //
 // On Lambda Managed Instances (LambdaOptions.MaxConcurrency, from
 // AWS_LAMBDA_MAX_CONCURRENCY, above 1) aws-lambda-go hands one process

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-lambda-go/lambdaurl"
@@ -111,6 +112,7 @@ const StreamHoldDeadline time.Duration = -1
 // JSON line per request with the Lambda request id and the session id.
 // Safe for concurrent use.
 type LambdaHandler struct {
+	srv         *mcp.Server
 	log         *slog.Logger
 	mode        string
 	retry       time.Duration
@@ -195,6 +197,7 @@ func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, err
 	getOpts := base
 	getOpts.MaxStreamDuration = getWindow
 	h := &LambdaHandler{
+		srv:         srv,
 		log:         logger,
 		mode:        mode,
 		retry:       retry,
@@ -231,11 +234,28 @@ func (h *LambdaHandler) MaxConcurrency() int { return h.concurrency }
 // through this handler; everything per invocation lives in the request
 // (its context carries the request id and deadline), nothing in globals.
 func (h *LambdaHandler) Start() {
-	if h.mode == ModeBuffered {
-		lambda.StartHandlerFunc(httpadapter.NewV2(h).ProxyWithContext)
-		return
+	lambda.Start(h.Invoke)
+}
+
+// Invoke serves one invocation: a TaskEvent runs the task (tasks.go);
+// anything else is a Function URL request (stream mode) or an HTTP API
+// request (buffered mode).
+func (h *LambdaHandler) Invoke(ctx context.Context, payload json.RawMessage) (any, error) {
+	if t, ok := taskEvent(payload); ok {
+		return nil, h.runTask(ctx, t)
 	}
-	lambdaurl.Start(h)
+	if h.mode == ModeBuffered {
+		var ev events.APIGatewayV2HTTPRequest
+		if err := json.Unmarshal(payload, &ev); err != nil {
+			return nil, err
+		}
+		return httpadapter.NewV2(h).ProxyWithContext(ctx, ev)
+	}
+	var ev events.LambdaFunctionURLRequest
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return nil, err
+	}
+	return lambdaurl.Wrap(h)(ctx, &ev)
 }
 
 // Close ends open streams with "retry:".

@@ -75,6 +75,8 @@ type Store struct {
 	closeErr  error
 
 	principalIndex sync.Once // CountSessions's index, see sessioncount.go
+	taskTable      sync.Once // the tasks table, see tasks.go
+	taskTableErr   error
 }
 
 var _ notify.Store = (*Store)(nil)

@@ -128,6 +128,12 @@ func TestTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	for id, ttl := range map[string]time.Duration{"t-gone": 30 * time.Minute, "t-kept": 10 * time.Hour} {
+		if err := s.CreateTask(ctx, &notify.Task{Principal: "p", ID: id, Status: notify.TaskWorking, ExpiresAt: clk.Now().Add(ttl)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	clk.Advance(90 * time.Minute) // past EventTTL, not TopicEventTTL
 	if evs, err := s.ReadEvents(ctx, "s1", "a", 0, 10); err != nil || len(evs) != 0 {
 		t.Errorf("ReadEvents after EventTTL = %v, %v; want none", evs, err)
@@ -167,7 +173,7 @@ func TestTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
-	for _, table := range []string{"sessions", "subscriptions", "events", "messages", "idempotency", "topic_events", "registry_messages"} {
+	for _, table := range []string{"sessions", "subscriptions", "events", "messages", "idempotency", "topic_events", "registry_messages", "tasks"} {
 		var n int
 		if err := s.r.QueryRowContext(ctx, fmt.Sprintf("SELECT count(*) FROM %s", table)).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -176,7 +182,7 @@ func TestTTL(t *testing.T) {
 	}
 	want := map[string]int{
 		"sessions": 2, "subscriptions": 0, "events": 0, "messages": 0, "idempotency": 0,
-		"topic_events": 1, "registry_messages": 0,
+		"topic_events": 1, "registry_messages": 0, "tasks": 1,
 	}
 	if diff := cmp.Diff(want, counts); diff != "" {
 		t.Errorf("rows after prune (-want +got):\n%s", diff)

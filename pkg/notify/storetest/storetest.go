@@ -78,6 +78,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"SessionCount", testSessionCount},
 		{"SharedKey", testSharedKey},
 		{"IdleSessions", testIdleSessions},
+		{"Tasks", testTasks},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentConditions", testConcurrentConditions},
 		{"ConcurrentTopics", testConcurrentTopics},

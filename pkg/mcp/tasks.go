@@ -1,0 +1,823 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// Tasks (the io.modelcontextprotocol/tasks extension of 2026-07-28,
+// SEP-2663). A tool declares task support (Tool.Execution); when a client
+// that declares the extension in its request's _meta calls such a tool,
+// the server answers at once with a CreateTaskResult and the tool runs
+// outside the request: the client polls tasks/get, answers the task's
+// input requests with tasks/update, and cancels it with tasks/cancel, on
+// any process.
+//
+// The task record (notify.Task) lives in the store, under the principal
+// that created it, so every process serves every task and no principal
+// sees another's. The work runs where a TaskRunner starts it: by default
+// a bounded pool of goroutines in the process that created the task (or
+// that received its last input), and on Lambda an invocation of its own
+// (package serve). While it runs it holds a lease on the record that it
+// renews; a reader that finds the lease of a working task expired (its
+// process died, its invocation timed out) marks the task failed. The
+// running work reads its record every TaskOptions.CheckInterval: that is
+// how a tasks/cancel received by any process reaches it.
+//
+// Input inside a task works like a multi round-trip request: the handler
+// returns an *InputRequired (directly, or through Elicit, CreateMessage
+// and ListRoots); the task becomes input_required with those requests;
+// tasks/update answers them (a subset at a time if the client wants); when
+// none is outstanding the handler runs again from the start, wherever the
+// last answer arrived, with every answer so far in InputResponses.
+
+// TasksExtension is the extension id of tasks.
+const TasksExtension = "io.modelcontextprotocol/tasks"
+
+// Task support of a tool (Tool.Execution.TaskSupport).
+const (
+	// TaskForbidden: the tool always runs in the request (the default).
+	TaskForbidden = "forbidden"
+	// TaskOptional: the tool runs as a task when the client declares the
+	// extension, and in the request otherwise.
+	TaskOptional = "optional"
+	// TaskRequired: the tool runs only as a task; a client that does not
+	// declare the extension gets -32021.
+	TaskRequired = "required"
+)
+
+// ToolExecution describes how a tool runs.
+type ToolExecution struct {
+	// TaskSupport is TaskForbidden (or ""), TaskOptional or TaskRequired.
+	TaskSupport string `json:"taskSupport,omitempty"`
+}
+
+// resultTask is the resultType of a CreateTaskResult.
+const resultTask = "task"
+
+// TaskOptions configure how a Server runs tasks. Zero fields mean the
+// defaults. Bounds on what a client may make the server hold are in
+// Limits (MaxTasksPerPrincipal, MaxTaskResultBytes, MaxTaskInputRounds,
+// TaskTTL).
+type TaskOptions struct {
+	// Runner starts the work of a task. Nil: a pool of Workers goroutines
+	// in this process.
+	Runner TaskRunner
+	// Workers bounds the tasks the default runner runs at once in this
+	// process; more wait for a worker, renewing their lease meanwhile.
+	// Default: 32.
+	Workers int
+	// Lease is how long a working task is presumed alive without a sign
+	// of life from the process running it; the process renews it well
+	// before. A task whose process dies is reported failed within Lease
+	// (plus the next tasks/get). Default: 30s.
+	Lease time.Duration
+	// CheckInterval is how often running work reads its record, to see a
+	// cancellation and to renew its lease. Default: 1s.
+	CheckInterval time.Duration
+	// PollInterval is the pollIntervalMs a client is told. Default: 500ms.
+	PollInterval time.Duration
+}
+
+// TaskRunner starts the work of a task, which Server.RunTask does; it
+// returns once the work is started (or handed on), not when it is done.
+// An error fails the task. Implementations must be safe for concurrent
+// use.
+type TaskRunner interface {
+	StartTask(ctx context.Context, principal, id string) error
+}
+
+// TaskToolOptions configure a task tool (AddTaskTool).
+type TaskToolOptions struct {
+	// Support is TaskOptional (the default) or TaskRequired.
+	Support string
+	// Prepare, when set, runs in the tools/call request before a task is
+	// created: it may ask the client for input with an *InputRequired
+	// (a multi round-trip request, resolved before the task exists), and
+	// returns nil to have the task created. The answers it got are the
+	// task's first InputResponses. Any other error fails the request as
+	// a tool handler's error would.
+	Prepare func(ctx context.Context, req *CallToolRequest) error
+}
+
+// AddTaskTool registers a tool that runs as a task for clients that
+// declare the tasks extension: h runs outside the request, in a task.
+func (s *Server) AddTaskTool(t *Tool, h ToolHandler, opts *TaskToolOptions) {
+	var o TaskToolOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Support == "" {
+		o.Support = TaskOptional
+	}
+	t.Execution = &ToolExecution{TaskSupport: o.Support}
+	s.AddTool(t, h)
+	s.mu.Lock()
+	s.tools[t.Name].prepare = o.Prepare
+	s.mu.Unlock()
+}
+
+// SetTaskStatus sets the statusMessage of the task that ctx runs in (a
+// task tool's handler's ctx), for clients to show while it works. Outside
+// a task it does nothing.
+func SetTaskStatus(ctx context.Context, message string) error {
+	c := callFrom(ctx)
+	if c == nil || c.task == nil {
+		return nil
+	}
+	e := c.sess.srv.tasks
+	_, err := e.modify(ctx, c.task.principal, c.task.id, func(t *notify.Task) bool {
+		if t.Status != notify.TaskWorking || t.StatusMessage == message {
+			return false
+		}
+		t.StatusMessage = message
+		return true
+	})
+	return err
+}
+
+// TaskID returns the id of the task that ctx runs in (a task tool's
+// handler's ctx), or "" outside a task.
+func TaskID(ctx context.Context) string {
+	if c := callFrom(ctx); c != nil && c.task != nil {
+		return c.task.id
+	}
+	return ""
+}
+
+// taskEngine is a Server's tasks: nil when the store keeps no tasks.
+type taskEngine struct {
+	srv    *Server
+	store  notify.TaskStore
+	opts   TaskOptions
+	limits Limits
+
+	workers chan struct{}
+
+	mu      sync.Mutex
+	running map[string]context.CancelFunc // by taskKey: work running here
+}
+
+func newTaskEngine(s *Server) *taskEngine {
+	ts, ok := s.store.(notify.TaskStore)
+	if !ok {
+		return nil
+	}
+	o := s.opts.Tasks
+	if o.Workers <= 0 {
+		o.Workers = 32
+	}
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	if o.CheckInterval <= 0 {
+		o.CheckInterval = time.Second
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 500 * time.Millisecond
+	}
+	e := &taskEngine{srv: s, store: ts, opts: o, limits: s.opts.Limits, workers: make(chan struct{}, o.Workers), running: map[string]context.CancelFunc{}}
+	if e.opts.Runner == nil {
+		e.opts.Runner = localRunner{e}
+	}
+	return e
+}
+
+func taskKey(principal, id string) string { return principal + "\x00" + id }
+
+// localRunner runs tasks in this process, at most Workers at once.
+type localRunner struct{ e *taskEngine }
+
+// A task waiting for a worker keeps its lease (it is alive, only queued),
+// and leaves the queue if it stops working meanwhile (cancelled).
+func (r localRunner) StartTask(_ context.Context, principal, id string) error {
+	go func() {
+		ctx := context.Background()
+		tick := time.NewTicker(r.e.opts.Lease / 3)
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case r.e.workers <- struct{}{}:
+				break wait
+			case <-tick.C:
+				t, err := r.e.modify(ctx, principal, id, func(t *notify.Task) bool {
+					if t.Status != notify.TaskWorking {
+						return false
+					}
+					t.LeaseUntil = r.e.srv.opts.Now().Add(r.e.opts.Lease)
+					return true
+				})
+				if err == nil && t.Status != notify.TaskWorking || errors.Is(err, notify.ErrNotFound) {
+					return
+				}
+			}
+		}
+		defer func() { <-r.e.workers }()
+		if err := r.e.srv.RunTask(ctx, principal, id); err != nil {
+			r.e.srv.log.ErrorContext(ctx, "running a task", "task", id, "err", err)
+		}
+	}()
+	return nil
+}
+
+// taskRequest is what a task's record keeps of the request that created
+// it: everything needed to run the tool anywhere.
+type taskRequest struct {
+	Params             json.RawMessage `json:"params"`
+	ProtocolVersion    string          `json:"protocolVersion"`
+	ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"`
+}
+
+// taskInput is what a task carries between rounds of input.
+type taskInput struct {
+	Answers map[string]json.RawMessage `json:"answers,omitempty"`
+	State   []byte                     `json:"state,omitempty"`
+	Rounds  int                        `json:"rounds,omitempty"`
+}
+
+// taskWire is a Task on the wire: a CreateTaskResult (with resultType
+// "task"), a tasks/get result and a notifications/tasks params.
+type taskWire struct {
+	ResultType     string          `json:"resultType,omitempty"`
+	TaskID         string          `json:"taskId"`
+	Status         string          `json:"status"`
+	StatusMessage  string          `json:"statusMessage,omitempty"`
+	CreatedAt      string          `json:"createdAt"`
+	LastUpdatedAt  string          `json:"lastUpdatedAt"`
+	TTLMs          int64           `json:"ttlMs"`
+	PollIntervalMs int64           `json:"pollIntervalMs,omitempty"`
+	InputRequests  json.RawMessage `json:"inputRequests,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          json.RawMessage `json:"error,omitempty"`
+}
+
+// wire renders t as a DetailedTask.
+func (e *taskEngine) wire(t *notify.Task) *taskWire {
+	w := &taskWire{
+		TaskID:         t.ID,
+		Status:         t.Status,
+		StatusMessage:  t.StatusMessage,
+		CreatedAt:      t.CreatedAt.UTC().Format(time.RFC3339Nano),
+		LastUpdatedAt:  t.UpdatedAt.UTC().Format(time.RFC3339Nano),
+		TTLMs:          t.ExpiresAt.Sub(t.CreatedAt).Milliseconds(),
+		PollIntervalMs: max(e.opts.PollInterval.Milliseconds(), 1),
+	}
+	switch t.Status {
+	case notify.TaskInputRequired:
+		w.InputRequests = t.InputRequests
+	case notify.TaskCompleted:
+		w.Result = t.Result
+	case notify.TaskFailed:
+		w.Error = t.Error
+	}
+	return w
+}
+
+// clientDeclaresTasks reports whether the request declared the tasks
+// extension in its client capabilities.
+func clientDeclaresTasks(ss *ServerSession) bool {
+	if !ss.stateless {
+		return false
+	}
+	var caps struct {
+		Extensions map[string]json.RawMessage `json:"extensions"`
+	}
+	_ = json.Unmarshal(ss.state.ClientCapabilities, &caps)
+	_, ok := caps.Extensions[TasksExtension]
+	return ok
+}
+
+// missingTasksCapability is the -32021 error of a request that needs the
+// tasks extension.
+func missingTasksCapability(why string) *Error {
+	data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{TasksExtension: struct{}{}}}})
+	return &Error{Code: CodeMissingRequiredClientCapability, Message: "Missing required client capability: extensions." + TasksExtension + " (" + why + ")", Data: data}
+}
+
+// maybeTask handles a tools/call of a task tool: it returns handled ==
+// false when the call runs in the request as usual.
+func (s *Server) maybeTask(ctx context.Context, ss *ServerSession, m *Message) (result any, handled bool, err error) {
+	p, err := decodeParams[*CallToolParams](m.Params)
+	if err != nil || p == nil {
+		return nil, false, nil // callTool reports it
+	}
+	s.mu.RLock()
+	t := s.tools[p.Name]
+	s.mu.RUnlock()
+	if t == nil || t.tool.Execution == nil {
+		return nil, false, nil
+	}
+	support := t.tool.Execution.TaskSupport
+	if support != TaskOptional && support != TaskRequired {
+		return nil, false, nil
+	}
+	e := s.tasks
+	if e == nil || !clientDeclaresTasks(ss) {
+		if support == TaskRequired {
+			return nil, true, missingTasksCapability("tool " + p.Name + " runs only as a task")
+		}
+		return nil, false, nil
+	}
+	if effectiveTool(t.tool, s.toolOverlay(ctx)[p.Name]) == nil {
+		return nil, true, Errorf(CodeInvalidParams, "tool %q is disabled", p.Name)
+	}
+	in := taskInput{}
+	if c := callFrom(ctx); c != nil {
+		if t.prepare != nil {
+			req := &CallToolRequest{Session: ss, Params: p, InputResponses: c.inputResponses, State: c.state}
+			if err := t.prepare(ctx, req); err != nil {
+				var rpcErr *Error
+				var ir *InputRequired
+				if errors.As(err, &rpcErr) || errors.As(err, &ir) || ctx.Err() != nil || isInternal(err) {
+					return nil, true, err
+				}
+				return errorResult(err.Error()), true, nil
+			}
+		}
+		// The answers of the multi round-trip phase are the task's first.
+		if len(c.answers)+len(c.inputResponses) > 0 {
+			in.Answers = map[string]json.RawMessage{}
+			for k, v := range c.answers {
+				in.Answers[k] = v
+			}
+			for k, v := range c.inputResponses {
+				in.Answers[k] = v
+			}
+		}
+	}
+	w, err := e.create(ctx, ss, m.Params, in)
+	return w, true, err
+}
+
+// create stores a new working task and starts its work.
+func (e *taskEngine) create(ctx context.Context, ss *ServerSession, params json.RawMessage, in taskInput) (*taskWire, error) {
+	principal := ss.Principal()
+	n, err := e.store.CountTasks(ctx, principal, e.limits.MaxTasksPerPrincipal)
+	if err != nil {
+		return nil, fmt.Errorf("counting tasks: %w", err)
+	}
+	if n >= e.limits.MaxTasksPerPrincipal {
+		return nil, Errorf(CodeInvalidRequest, "too many tasks: %d are working or waiting for input, limit %d per principal; wait for one to end or cancel one (tasks/cancel)", n, e.limits.MaxTasksPerPrincipal)
+	}
+	req, _ := json.Marshal(taskRequest{Params: params, ProtocolVersion: ss.ProtocolVersion(), ClientCapabilities: ss.state.ClientCapabilities})
+	input, _ := json.Marshal(in)
+	now := e.srv.opts.Now()
+	t := &notify.Task{
+		Principal: principal, Status: notify.TaskWorking,
+		Request: req, Input: input,
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(e.limits.TaskTTL), LeaseUntil: now.Add(e.opts.Lease),
+	}
+	for attempt := 0; ; attempt++ {
+		t.ID = e.srv.opts.NewSessionID()
+		err = e.store.CreateTask(ctx, t)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, notify.ErrTooLarge) {
+			return nil, Errorf(CodeInvalidParams, "invalid params: the tools/call is too large to keep as a task (%v)", err)
+		}
+		if !errors.Is(err, notify.ErrExists) || attempt == 3 {
+			return nil, fmt.Errorf("creating a task: %w", err)
+		}
+	}
+	e.start(ctx, t)
+	w := e.wire(t)
+	w.ResultType = resultTask
+	return w, nil
+}
+
+// start hands a working task to the runner; a runner that cannot start it
+// fails it.
+func (e *taskEngine) start(ctx context.Context, t *notify.Task) {
+	if err := e.opts.Runner.StartTask(context.WithoutCancel(ctx), t.Principal, t.ID); err != nil {
+		e.srv.log.ErrorContext(ctx, "starting a task", "task", t.ID, "err", err)
+		e.finish(ctx, t.Principal, t.ID, nil, Errorf(CodeInternalError, "internal error: the task could not be started: %v", err))
+	}
+}
+
+// modify applies f to the stored task until the write succeeds (f
+// returning false writes nothing) and returns the task as stored.
+func (e *taskEngine) modify(ctx context.Context, principal, id string, f func(t *notify.Task) bool) (*notify.Task, error) {
+	for attempt := 0; ; attempt++ {
+		t, err := e.store.GetTask(ctx, principal, id)
+		if err != nil {
+			return nil, err
+		}
+		before := t.Status
+		if !f(t) {
+			return t, nil
+		}
+		t.UpdatedAt = e.srv.opts.Now()
+		err = e.store.UpdateTask(ctx, t)
+		if err == nil {
+			if t.Status != before {
+				e.publish(ctx, t)
+			}
+			return t, nil
+		}
+		if !errors.Is(err, notify.ErrConflict) || attempt == 20 {
+			return nil, err
+		}
+	}
+}
+
+// lookup reads a task for a tasks/* request: unknown and expired tasks
+// are invalid params; a working task whose lease expired is marked failed
+// first.
+func (e *taskEngine) lookup(ctx context.Context, ss *ServerSession, raw json.RawMessage) (*notify.Task, json.RawMessage, error) {
+	var p struct {
+		TaskID         string          `json:"taskId"`
+		InputResponses json.RawMessage `json:"inputResponses"`
+	}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, nil, Errorf(CodeInvalidParams, "invalid params: %v", err)
+		}
+	}
+	if p.TaskID == "" {
+		return nil, nil, Errorf(CodeInvalidParams, "invalid params: taskId is required")
+	}
+	if len(p.TaskID) > 256 {
+		return nil, nil, Errorf(CodeInvalidParams, "Failed to retrieve task: Task not found")
+	}
+	t, err := e.store.GetTask(ctx, ss.Principal(), p.TaskID)
+	if errors.Is(err, notify.ErrNotFound) {
+		return nil, nil, Errorf(CodeInvalidParams, "Failed to retrieve task: Task not found (unknown, expired after its ttlMs, or not yours)")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if t, err = e.expire(ctx, t); err != nil {
+		return nil, nil, err
+	}
+	return t, p.InputResponses, nil
+}
+
+// expire marks a working task whose lease expired failed, and returns the
+// task as it is then.
+func (e *taskEngine) expire(ctx context.Context, t *notify.Task) (*notify.Task, error) {
+	if t.Status != notify.TaskWorking || !e.srv.opts.Now().After(t.LeaseUntil) {
+		return t, nil
+	}
+	return e.modify(ctx, t.Principal, t.ID, func(t *notify.Task) bool {
+		if t.Status != notify.TaskWorking || !e.srv.opts.Now().After(t.LeaseUntil) {
+			return false
+		}
+		t.Status = notify.TaskFailed
+		t.StatusMessage = "the task's work stopped: the process or invocation running it ended (lease expired at " + t.LeaseUntil.UTC().Format(time.RFC3339) + ")"
+		t.Error, _ = json.Marshal(Errorf(CodeInternalError, "internal error: %s", t.StatusMessage))
+		return true
+	})
+}
+
+// dispatchTasks serves tasks/get, tasks/update and tasks/cancel.
+func (s *Server) dispatchTasks(ctx context.Context, ss *ServerSession, m *Message) (any, error) {
+	e := s.tasks
+	if !ss.stateless || e == nil {
+		return nil, Errorf(CodeMethodNotFound, "method not found: %s", m.Method)
+	}
+	if !clientDeclaresTasks(ss) {
+		return nil, missingTasksCapability(m.Method + " needs it")
+	}
+	t, responses, err := e.lookup(ctx, ss, m.Params)
+	if err != nil {
+		return nil, err
+	}
+	switch m.Method {
+	case "tasks/get":
+		return e.wire(t), nil
+	case "tasks/cancel":
+		if notify.TaskTerminal(t.Status) {
+			return struct{}{}, nil // terminal states stick; cancelling again is fine
+		}
+		_, err := e.modify(ctx, t.Principal, t.ID, func(t *notify.Task) bool {
+			if notify.TaskTerminal(t.Status) {
+				return false
+			}
+			t.Status, t.StatusMessage = notify.TaskCancelled, "cancelled by the client"
+			t.InputRequests = nil
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+		e.cancelLocal(t.Principal, t.ID)
+		return struct{}{}, nil
+	default: // tasks/update
+		return e.update(ctx, t, responses)
+	}
+}
+
+// update records a tasks/update's answers: those to outstanding input
+// requests are kept, others ignored; when none is outstanding any more
+// the work runs again.
+func (e *taskEngine) update(ctx context.Context, t *notify.Task, raw json.RawMessage) (any, error) {
+	var responses map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &responses) != nil || responses == nil {
+		return nil, Errorf(CodeInvalidParams, "invalid params: tasks/update needs inputResponses, an object mapping input request keys to responses")
+	}
+	for k, v := range responses {
+		if len(v) == 0 || v[0] != '{' {
+			return nil, Errorf(CodeInvalidParams, "invalid params: inputResponses[%q] must be an object (the result of the input request)", k)
+		}
+	}
+	resumed := false
+	stored, err := e.modify(ctx, t.Principal, t.ID, func(t *notify.Task) bool {
+		resumed = false
+		if t.Status != notify.TaskInputRequired {
+			return false
+		}
+		var pending map[string]json.RawMessage
+		_ = json.Unmarshal(t.InputRequests, &pending)
+		var in taskInput
+		_ = json.Unmarshal(t.Input, &in)
+		changed := false
+		for k, v := range responses {
+			if _, ok := pending[k]; !ok {
+				continue // not outstanding: ignored
+			}
+			if in.Answers == nil {
+				in.Answers = map[string]json.RawMessage{}
+			}
+			in.Answers[k] = v
+			delete(pending, k)
+			changed = true
+		}
+		if !changed {
+			return false
+		}
+		t.Input, _ = json.Marshal(in)
+		if len(pending) == 0 {
+			t.Status, t.InputRequests, t.StatusMessage = notify.TaskWorking, nil, ""
+			t.LeaseUntil = e.srv.opts.Now().Add(e.opts.Lease)
+			resumed = true
+		} else {
+			t.InputRequests, _ = json.Marshal(pending)
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if resumed {
+		e.start(ctx, stored)
+	}
+	return struct{}{}, nil
+}
+
+// cancelLocal stops the task's work if it runs in this process.
+func (e *taskEngine) cancelLocal(principal, id string) {
+	e.mu.Lock()
+	cancel := e.running[taskKey(principal, id)]
+	e.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// RunTask runs the work of a working task to its next status, in the
+// calling goroutine: what a TaskRunner starts, on whatever process or
+// invocation it chooses. While it runs it renews the task's lease and
+// stops when the task is cancelled. When ctx ends first (the process
+// stops, a Lambda invocation nears its deadline) the task fails, saying
+// so. A task that is not working (waiting for input, ended, expired) is
+// left alone. It returns an error only when the store fails.
+func (s *Server) RunTask(ctx context.Context, principal, id string) error {
+	e := s.tasks
+	if e == nil {
+		return errors.New("mcp: the store keeps no tasks")
+	}
+	claimed, err := e.modify(ctx, principal, id, func(t *notify.Task) bool {
+		if t.Status != notify.TaskWorking {
+			return false
+		}
+		t.LeaseUntil = s.opts.Now().Add(e.opts.Lease)
+		return true
+	})
+	if errors.Is(err, notify.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if claimed.Status != notify.TaskWorking {
+		return nil
+	}
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	key := taskKey(principal, id)
+	e.mu.Lock()
+	e.running[key] = cancel
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		delete(e.running, key)
+		e.mu.Unlock()
+	}()
+	done := make(chan struct{})
+	defer close(done)
+	go e.watch(ctx, principal, id, cancel, done)
+
+	result, rpcErr := e.run(ctx, claimed)
+	if parent.Err() != nil {
+		// The process or invocation ends before the work did (on
+		// Lambda: the function timeout is near).
+		e.finish(ctx, principal, id, nil, Errorf(CodeInternalError, "internal error: the task's work did not finish before the process running it had to stop (%v); on Lambda, work must end within the function timeout", context.Cause(parent)))
+		return nil
+	}
+	if ctx.Err() != nil {
+		return nil // cancelled: the record says so already
+	}
+	var ir *InputRequired
+	if errors.As(rpcErr, &ir) {
+		return e.askInput(ctx, claimed, ir)
+	}
+	var failure *Error
+	if rpcErr != nil && !errors.As(rpcErr, &failure) {
+		failure = s.internalError(ctx, "task failed", rpcErr, "task", id)
+	}
+	e.finish(ctx, principal, id, result, failure)
+	return nil
+}
+
+// watch renews the lease of running work and cancels it when the task
+// is cancelled, expires, or leaves the working status.
+func (e *taskEngine) watch(ctx context.Context, principal, id string, cancel context.CancelFunc, done <-chan struct{}) {
+	tick := time.NewTicker(e.opts.CheckInterval)
+	defer tick.Stop()
+	renewed := e.srv.opts.Now()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		t, err := e.modify(ctx, principal, id, func(t *notify.Task) bool {
+			if t.Status != notify.TaskWorking || t.LeaseUntil.Sub(e.srv.opts.Now()) > e.opts.Lease*2/3 {
+				return false
+			}
+			t.LeaseUntil = e.srv.opts.Now().Add(e.opts.Lease)
+			return true
+		})
+		switch {
+		case errors.Is(err, notify.ErrNotFound):
+			cancel()
+			return
+		case err != nil:
+			if ctx.Err() != nil {
+				return
+			}
+			e.srv.log.WarnContext(ctx, "renewing a task's lease", "task", id, "err", err)
+			if e.srv.opts.Now().Sub(renewed) > e.opts.Lease {
+				// The lease is gone: another process may report the
+				// task failed at any moment, so the work stops.
+				cancel()
+				return
+			}
+		case t.Status != notify.TaskWorking:
+			cancel()
+			return
+		default:
+			renewed = e.srv.opts.Now()
+		}
+	}
+}
+
+// run runs the tool of a task once.
+func (e *taskEngine) run(ctx context.Context, t *notify.Task) (result any, err error) {
+	var req taskRequest
+	var in taskInput
+	if err := json.Unmarshal(t.Request, &req); err != nil {
+		return nil, fmt.Errorf("decoding the task's request: %w", err)
+	}
+	_ = json.Unmarshal(t.Input, &in)
+	ss := &ServerSession{srv: e.srv, stateless: true, state: &notify.Session{
+		Principal: t.Principal, ProtocolVersion: req.ProtocolVersion, ClientCapabilities: req.ClientCapabilities,
+	}}
+	c := &call{sess: ss, out: discardSink{}, method: "tools/call", task: &taskRef{principal: t.Principal, id: t.ID},
+		inputResponses: in.Answers, answers: in.Answers, state: in.State}
+	ctx = context.WithValue(ctx, callKey{}, c)
+	defer func() {
+		if v := recover(); v != nil {
+			e.srv.log.ErrorContext(ctx, "task handler panicked", "task", t.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			result, err = nil, Errorf(CodeInternalError, "internal error: the tool's handler panicked")
+		}
+	}()
+	return e.srv.callTool(ctx, ss, req.Params)
+}
+
+// askInput parks a task as input_required with the handler's requests.
+func (e *taskEngine) askInput(ctx context.Context, t *notify.Task, ir *InputRequired) error {
+	var caps map[string]json.RawMessage
+	var req taskRequest
+	_ = json.Unmarshal(t.Request, &req)
+	_ = json.Unmarshal(req.ClientCapabilities, &caps)
+	var failure *Error
+	var missing []string
+	for key, r := range ir.Requests {
+		capName, ok := inputMethods[r.Method]
+		if !ok {
+			failure = e.srv.internalError(ctx, "task handler asked for input with an unknown method", fmt.Errorf("input request %q: method %q", key, r.Method), "task", t.ID)
+			break
+		}
+		if _, ok := caps[capName]; !ok {
+			missing = append(missing, capName)
+		}
+	}
+	if len(ir.Requests) == 0 {
+		failure = e.srv.internalError(ctx, "task handler asked for no input", errors.New("input_required without requests"), "task", t.ID)
+	}
+	if failure == nil && len(missing) > 0 {
+		sort.Strings(missing)
+		failure = MissingClientCapability(missing...)
+	}
+	var in taskInput
+	_ = json.Unmarshal(t.Input, &in)
+	if failure == nil && in.Rounds >= e.limits.MaxTaskInputRounds {
+		failure = Errorf(CodeInternalError, "internal error: the task asked for input %d times, limit %d", in.Rounds+1, e.limits.MaxTaskInputRounds)
+	}
+	if failure != nil {
+		e.finish(ctx, t.Principal, t.ID, nil, failure)
+		return nil
+	}
+	requests, err := json.Marshal(ir.Requests)
+	if err != nil {
+		e.finish(ctx, t.Principal, t.ID, nil, e.srv.internalError(ctx, "encoding a task's input requests", err, "task", t.ID))
+		return nil
+	}
+	_, err = e.modify(ctx, t.Principal, t.ID, func(t *notify.Task) bool {
+		if t.Status != notify.TaskWorking {
+			return false
+		}
+		var in taskInput
+		_ = json.Unmarshal(t.Input, &in)
+		for k, v := range ir.answers {
+			if in.Answers == nil {
+				in.Answers = map[string]json.RawMessage{}
+			}
+			in.Answers[k] = v
+		}
+		in.State = ir.State
+		in.Rounds++
+		t.Input, _ = json.Marshal(in)
+		t.Status, t.InputRequests = notify.TaskInputRequired, requests
+		return true
+	})
+	if errors.Is(err, notify.ErrTooLarge) {
+		e.finish(ctx, t.Principal, t.ID, nil, Errorf(CodeInternalError, "internal error: the task's input requests and answers are too large to keep (%v)", err))
+		return nil
+	}
+	return err
+}
+
+// finish ends a task: completed with result, or failed with failure. A
+// task that ended meanwhile (cancelled) stays as it is.
+func (e *taskEngine) finish(ctx context.Context, principal, id string, result any, failure *Error) {
+	var raw json.RawMessage
+	if failure == nil {
+		var err error
+		if raw, err = json.Marshal(result); err != nil {
+			failure = e.srv.internalError(ctx, "encoding a task's result", err, "task", id)
+		} else if len(raw) > e.limits.MaxTaskResultBytes {
+			failure = Errorf(CodeInternalError, "internal error: the task's result is %d bytes, limit %d", len(raw), e.limits.MaxTaskResultBytes)
+		}
+	}
+	_, err := e.modify(context.WithoutCancel(ctx), principal, id, func(t *notify.Task) bool {
+		if notify.TaskTerminal(t.Status) {
+			return false
+		}
+		t.InputRequests, t.Input = nil, nil
+		if failure != nil {
+			t.Status, t.StatusMessage = notify.TaskFailed, failure.Message
+			t.Error, _ = json.Marshal(failure)
+		} else {
+			t.Status, t.Result, t.StatusMessage = notify.TaskCompleted, raw, "" // a working message is stale now
+		}
+		return true
+	})
+	if err != nil && !errors.Is(err, notify.ErrNotFound) {
+		e.srv.log.ErrorContext(ctx, "ending a task", "task", id, "err", err)
+	}
+}
+
+// taskRef names the task a call runs in.
+type taskRef struct{ principal, id string }
+
+// discardSink drops a task's related messages: tasks have no progress or
+// log notifications (statusMessage instead).
+type discardSink struct{}
+
+func (discardSink) send(context.Context, []byte) error { return nil }
+func (discardSink) detach()                            {}

@@ -1,0 +1,148 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+var _ notify.TaskStore = (*Store)(nil)
+
+// taskSchema holds task records. It is created on a store's first task
+// operation (so that files made before it get it too, without a schema
+// version change). live is 1 while the status is not terminal: what
+// CountTasks counts.
+const taskSchema = `
+CREATE TABLE IF NOT EXISTS tasks (
+	principal  TEXT NOT NULL,
+	id         TEXT NOT NULL,
+	body       BLOB NOT NULL,
+	version    INTEGER NOT NULL,
+	live       INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL,
+	PRIMARY KEY (principal, id)
+);
+CREATE INDEX IF NOT EXISTS tasks_live ON tasks (principal, live, expires_at);
+CREATE INDEX IF NOT EXISTS tasks_expires_at ON tasks (expires_at);
+`
+
+func (s *Store) tasks(ctx context.Context) error {
+	s.taskTable.Do(func() {
+		ctx := context.WithoutCancel(ctx)
+		s.taskTableErr = s.write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, taskSchema)
+			return err
+		})
+	})
+	return s.taskTableErr
+}
+
+func liveFlag(status string) int {
+	if notify.TaskTerminal(status) {
+		return 0
+	}
+	return 1
+}
+
+// CreateTask implements notify.TaskStore.
+func (s *Store) CreateTask(ctx context.Context, t *notify.Task) (err error) {
+	defer wrap(&err, "sqlitestore: CreateTask(%.64q)", t.ID)
+	body, err := notify.CheckTask(t)
+	if err != nil {
+		return err
+	}
+	if err := s.tasks(ctx); err != nil {
+		return err
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		now := toNanos(s.now())
+		// Expired tasks of the principal go now (the periodic prune
+		// takes the others).
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tasks WHERE principal = ?1 AND expires_at <= ?2`, t.Principal, now); err != nil {
+			return err
+		}
+		var exp int64
+		switch err := tx.QueryRowContext(ctx, `SELECT expires_at FROM tasks WHERE principal = ?1 AND id = ?2`, t.Principal, t.ID).Scan(&exp); {
+		case err == nil && exp > now:
+			return notify.ErrExists
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tasks (principal, id, body, version, live, expires_at) VALUES (?1, ?2, ?3, 1, ?4, ?5)`,
+			t.Principal, t.ID, body, liveFlag(t.Status), toNanos(t.ExpiresAt)); err != nil {
+			return err
+		}
+		t.Version = 1
+		return nil
+	})
+}
+
+// GetTask implements notify.TaskStore with one read.
+func (s *Store) GetTask(ctx context.Context, principal, id string) (_ *notify.Task, err error) {
+	defer wrap(&err, "sqlitestore: GetTask(%.64q)", id)
+	if id == "" {
+		return nil, invalid("empty task id")
+	}
+	if err := s.tasks(ctx); err != nil {
+		return nil, err
+	}
+	var body []byte
+	var version int64
+	err = s.r.QueryRowContext(ctx, `SELECT body, version FROM tasks WHERE principal = ?1 AND id = ?2 AND expires_at > ?3`,
+		principal, id, toNanos(s.now())).Scan(&body, &version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notify.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return notify.DecodeTask(principal, id, version, body)
+}
+
+// UpdateTask implements notify.TaskStore.
+func (s *Store) UpdateTask(ctx context.Context, t *notify.Task) (err error) {
+	defer wrap(&err, "sqlitestore: UpdateTask(%.64q)", t.ID)
+	body, err := notify.CheckTask(t)
+	if err != nil {
+		return err
+	}
+	if err := s.tasks(ctx); err != nil {
+		return err
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		var version int64
+		err := tx.QueryRowContext(ctx, `SELECT version FROM tasks WHERE principal = ?1 AND id = ?2 AND expires_at > ?3`,
+			t.Principal, t.ID, toNanos(s.now())).Scan(&version)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return notify.ErrNotFound
+		case err != nil:
+			return err
+		case version != t.Version:
+			return notify.ErrConflict
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET body = ?3, version = ?4, live = ?5, expires_at = ?6 WHERE principal = ?1 AND id = ?2`,
+			t.Principal, t.ID, body, version+1, liveFlag(t.Status), toNanos(t.ExpiresAt)); err != nil {
+			return err
+		}
+		t.Version = version + 1
+		return nil
+	})
+}
+
+// CountTasks implements notify.TaskStore with one read over the index
+// (principal, live, expires_at).
+func (s *Store) CountTasks(ctx context.Context, principal string, limit int) (n int, err error) {
+	defer wrap(&err, "sqlitestore: CountTasks(%.64q, %d)", principal, limit)
+	if err := notify.CheckCountTasks(principal, limit); err != nil {
+		return 0, err
+	}
+	if err := s.tasks(ctx); err != nil {
+		return 0, err
+	}
+	err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks WHERE principal = ?1 AND live = 1 AND expires_at > ?2 LIMIT ?3)`,
+		principal, toNanos(s.now()), limit).Scan(&n)
+	return n, err
+}
