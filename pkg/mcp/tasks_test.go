@@ -480,7 +480,12 @@ func TestTaskStoreRequests(t *testing.T) {
 	c.Reset()
 	id := startTask(t, ts.URL, "", "echo", `{}`)
 	waitStatus(t, ts.URL, "", id, "completed")
+	// The completing process looks for the task's listeners after it
+	// wrote the status that tasks/get just read: wait for that read.
 	got := c.Counts()
+	for deadline := time.Now().Add(10 * time.Second); got["Subscribers"] == 0 && time.Now().Before(deadline); got = c.Counts() {
+		time.Sleep(10 * time.Millisecond)
+	}
 	// Creation: CountTasks, CreateTask. The run: GetTask+UpdateTask to
 	// claim the lease, GetTask+UpdateTask+Subscribers to complete it
 	// (the last for notifications/tasks). Then one GetTask per tasks/get.
