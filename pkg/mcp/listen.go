@@ -412,11 +412,72 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		defer t.Stop()
 		deadline = t.C
 	}
-	poll := time.NewTimer(h.srv.opts.PollInterval)
-	defer poll.Stop()
-	lastWrite, lastActive := time.Now(), time.Now()
+	// Registered before the first read: no change between the two is
+	// missed (see watch.go). Without a watcher the stream polls.
+	sw := h.srv.watch(ctx, l.sess.ID(), h.opts.StreamHold < 0)
+	defer sw.stop()
+	wake := sw.wake
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	lastWrite, lastActive, lastPoll := time.Now(), time.Now(), time.Now()
 	idle := func() bool { return h.opts.StreamHold >= 0 && time.Since(lastActive) >= h.opts.StreamHold }
+	sw.busy(lastActive.Add(h.opts.StreamHold))
+	poll := true // an adopted stream delivers what reached it while parked
 	for {
+		if poll {
+			age := h.srv.opts.RegistryRefresh
+			if idle() {
+				age = max(age, idleRegistryAge)
+			}
+			msgs, cancelled, more, err := l.next(ctx, age)
+			lastPoll = time.Now()
+			switch {
+			case err == nil:
+				// The backing session lives as long as the stream: extend its
+				// expiry (one write per half SessionIdleTimeout).
+				h.srv.touch(ctx, l.sess)
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, notify.ErrNotFound):
+				// The backing session is gone (expired, deleted): end with
+				// the empty result, and the client listens again.
+				sse.event("", l.result())
+				return
+			default:
+				h.srv.log.WarnContext(ctx, "reading listen stream", "err", err)
+			}
+			for _, msg := range msgs {
+				if sse.event("", msg) != nil {
+					return
+				}
+				lastWrite, lastActive = time.Now(), time.Now()
+				sw.busy(lastActive.Add(h.opts.StreamHold))
+			}
+			if cancelled {
+				return // notifications/cancelled: no response
+			}
+			if more {
+				continue
+			}
+		}
+		if time.Since(lastWrite) >= h.opts.KeepAlive {
+			if sse.comment("keepalive") != nil {
+				return
+			}
+			lastWrite = time.Now()
+		}
+		next := h.opts.KeepAlive - time.Since(lastWrite)
+		switch {
+		case wake != nil:
+			// Woken by the watcher; by itself once per idleCheck.
+			next = min(next, h.srv.idleCheckEvery()-time.Since(lastPoll))
+		case idle():
+			// Every RetryInterval, or sooner when a keepalive is due.
+			next = min(next, max(h.srv.opts.PollInterval, h.opts.RetryInterval))
+		default:
+			next = min(next, h.srv.opts.PollInterval)
+		}
+		timer.Reset(max(next, 0))
 		select {
 		case <-ctx.Done():
 			return
@@ -430,51 +491,10 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 			parked = true
 			sse.event("", l.result())
 			return
-		case <-poll.C:
-		}
-		age := h.srv.opts.RegistryRefresh
-		if idle() {
-			age = max(age, idleRegistryAge)
-		}
-		msgs, cancelled, more, err := l.next(ctx, age)
-		switch {
-		case err == nil:
-			// The backing session lives as long as the stream: extend its
-			// expiry (one write per half SessionIdleTimeout).
-			h.srv.touch(ctx, l.sess)
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, notify.ErrNotFound):
-			// The backing session is gone (expired, deleted): end with
-			// the empty result, and the client listens again.
-			sse.event("", l.result())
-			return
-		default:
-			h.srv.log.WarnContext(ctx, "reading listen stream", "err", err)
-		}
-		for _, msg := range msgs {
-			if sse.event("", msg) != nil {
-				return
-			}
-			lastWrite, lastActive = time.Now(), time.Now()
-		}
-		if cancelled {
-			return // notifications/cancelled: no response
-		}
-		if time.Since(lastWrite) >= h.opts.KeepAlive {
-			if sse.comment("keepalive") != nil {
-				return
-			}
-			lastWrite = time.Now()
-		}
-		switch {
-		case more:
-			poll.Reset(0)
-		case idle():
-			// Every RetryInterval, or sooner when a keepalive is due.
-			poll.Reset(max(min(max(h.srv.opts.PollInterval, h.opts.RetryInterval), h.opts.KeepAlive-time.Since(lastWrite)), 0))
-		default:
-			poll.Reset(h.srv.opts.PollInterval)
+		case <-wake:
+			poll = true
+		case <-timer.C:
+			poll = wake == nil || time.Since(lastPoll) >= h.srv.idleCheckEvery()
 		}
 	}
 }

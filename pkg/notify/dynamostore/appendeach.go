@@ -107,6 +107,7 @@ func (s *Store) AppendEach(ctx context.Context, ids []string, uri string, upTo i
 		order[id] = i
 	}
 	slices.SortFunc(appended, func(a, b string) int { return order[a] - order[b] })
+	s.recordChange(ctx, appended...)
 	return appended, errors.Join(errs...)
 }
 

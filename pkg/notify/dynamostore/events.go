@@ -26,6 +26,13 @@ import (
 // items' keys fit its 4 MB.
 func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *notify.AppendOptions) (lastSeq int64, appended bool, err error) {
 	defer wrap(&err, "dynamostore: Append(%q, %q)", sessionID, streamID)
+	if streamID == notify.SessionStream {
+		defer func() {
+			if err == nil && appended {
+				s.recordChange(ctx, sessionID)
+			}
+		}()
+	}
 	if err := notify.CheckAppend(sessionID, streamID, data, opts); err != nil {
 		return 0, false, err
 	}

@@ -24,6 +24,7 @@
 //	R               <kind>              registry items and hash
 //	R               #hashes             every registry's hash, for RegistryHashes
 //	R               m#<kind>#<msg id>   registry message id (idempotency)
+//	C#<10 s bucket> <nanos>#<token>     change feed item: sessions that changed
 //
 // Everything a session owns shares its partition, so DeleteSession finds it
 // with one Query; the session item, its subscriptions and the head of its
@@ -56,7 +57,10 @@
 // GetRegistry, RegistryHashes one read each; Subscribers one Query and one
 // BatchGetItem per 100 subscribers; ApplyRegistry one GetItem and one
 // TransactWriteItems; DeleteSession one UpdateItem, one Query, one
-// BatchWriteItem per 25 items and one DeleteItem. Counter counts them.
+// BatchWriteItem per 25 items and one DeleteItem; Changes one Query per
+// partition of the change feed it spans (usually one). An Append to a
+// SessionStream log, an AppendEach that appends and a DeleteSession put
+// one change feed item more (see changes.go). Counter counts them.
 //
 // # Atomicity and retries
 //
