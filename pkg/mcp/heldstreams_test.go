@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +22,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/mcpush/mcpush/internal/moto"
 	"github.com/mcpush/mcpush/internal/storecount"
+	"github.com/mcpush/mcpush/internal/testenv"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
@@ -26,6 +31,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if url := os.Getenv("MCPUSH_HELD_CLIENTS"); url != "" {
+		os.Exit(runHeldClients(url))
+	}
 	code := m.Run()
 	moto.Stop()
 	os.Exit(code)
@@ -157,12 +165,45 @@ func (c *heldClient) readSSE(resp *http.Response) string {
 	return last
 }
 
+// heldPost posts one JSON-RPC message of a 2025-11-25 session.
+func heldPost(ctx context.Context, url, sid, body string) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: %d", body, resp.StatusCode)
+	}
+	return resp, nil
+}
+
 // getStream runs a 2025-11-25 client: initialize, subscribe to uri, and
 // its GET stream, resumed after each end until ctx ends.
-func (c *heldClient) getStream(ctx context.Context, t *testing.T, url, uri string) {
-	sid := initialize(t, url, "2025-11-25")
-	r := post(t, url, sid, `{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"`+uri+`"}}`)
-	r.Body.Close()
+func (c *heldClient) getStream(ctx context.Context, errf func(string, ...any), url, uri string) {
+	resp, err := heldPost(ctx, url, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"held","version":"1"}}}`)
+	if err != nil {
+		errf("initialize: %v", err)
+		return
+	}
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	for _, body := range []string{`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"` + uri + `"}}`} {
+		resp, err := heldPost(ctx, url, sid, body)
+		if err != nil {
+			errf("%v", err)
+			return
+		}
+		resp.Body.Close()
+	}
 	last := ""
 	for ctx.Err() == nil {
 		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
@@ -178,7 +219,7 @@ func (c *heldClient) getStream(ctx context.Context, t *testing.T, url, uri strin
 		}
 		if resp.StatusCode != 200 {
 			resp.Body.Close()
-			t.Errorf("GET stream: %d", resp.StatusCode)
+			errf("GET stream: %d", resp.StatusCode)
 			return
 		}
 		if id := c.readSSE(resp); id != "" {
@@ -195,7 +236,7 @@ func (c *heldClient) getStream(ctx context.Context, t *testing.T, url, uri strin
 
 // listen runs a 2026-07-28 client's subscriptions/listen stream on uri
 // until ctx ends.
-func (c *heldClient) listen(ctx context.Context, t *testing.T, url, uri string, id int) {
+func (c *heldClient) listen(ctx context.Context, errf func(string, ...any), url, uri string, id int) {
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[%q]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, id, uri)
 	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -208,13 +249,65 @@ func (c *heldClient) listen(ctx context.Context, t *testing.T, url, uri string, 
 	}
 	if resp.StatusCode != 200 {
 		resp.Body.Close()
-		t.Errorf("listen: %d", resp.StatusCode)
+		errf("listen: %d", resp.StatusCode)
 		return
 	}
 	c.readSSE(resp)
 	if ctx.Err() == nil {
-		t.Errorf("listen stream %d ended by itself", id)
+		errf("listen stream %d ended by itself", id)
 	}
+}
+
+// openHeld opens n held streams on url, all subscribed to uri: the even
+// ones 2025-11-25 GET streams, the odd ones listen streams, at most
+// concurrent opening at a time. They run until ctx ends; wait waits for
+// them.
+func openHeld(ctx context.Context, errf func(string, ...any), url, uri string, n, concurrent int, era2025 func(i int) bool) (clients []*heldClient, wait func()) {
+	var wg sync.WaitGroup
+	clients = make([]*heldClient, n)
+	sem := make(chan struct{}, concurrent)
+	for i := range clients {
+		c := &heldClient{opened: make(chan struct{})}
+		clients[i] = c
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			go func() {
+				select {
+				case <-c.opened:
+				case <-ctx.Done():
+				}
+				<-sem
+			}()
+			if era2025(i) {
+				c.getStream(ctx, errf, url, uri)
+			} else {
+				c.listen(ctx, errf, url, uri, i+1)
+			}
+		}()
+	}
+	return clients, wg.Wait
+}
+
+// waitOpen waits until every client's stream sent its first event.
+func waitOpen(clients []*heldClient, limit time.Duration) error {
+	deadline := time.After(limit)
+	for i, c := range clients {
+		select {
+		case <-c.opened:
+		case <-deadline:
+			return fmt.Errorf("stream %d of %d did not open within %v", i, len(clients), limit)
+		}
+	}
+	return nil
+}
+
+// gotOne reports whether c got at least one resources/updated.
+func gotOne(c *heldClient) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.updated >= 1
 }
 
 // TestHeldStreamsAtScale is the regression test of issue 17's stuck
@@ -241,38 +334,11 @@ func TestHeldStreamsAtScale(t *testing.T) {
 			topic := fmt.Sprintf("T%d", time.Now().UnixNano())
 			uri := ingest.EventURI(topic)
 			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			defer func() { cancel(); wg.Wait() }()
-			clients := make([]*heldClient, 2*perEra)
 			opening := time.Now()
-			sem := make(chan struct{}, 50) // 50 opened at a time
-			for i := range clients {
-				c := &heldClient{opened: make(chan struct{})}
-				clients[i] = c
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					sem <- struct{}{}
-					go func() {
-						select {
-						case <-c.opened:
-						case <-ctx.Done():
-						}
-						<-sem
-					}()
-					if i < perEra {
-						c.getStream(ctx, t, url, uri)
-					} else {
-						c.listen(ctx, t, url, uri, i)
-					}
-				}()
-			}
-			for i, c := range clients {
-				select {
-				case <-c.opened:
-				case <-time.After(60 * time.Second):
-					t.Fatalf("stream %d did not open within 60 s", i)
-				}
+			clients, wait := openHeld(ctx, t.Errorf, url, uri, 2*perEra, 50, func(i int) bool { return i < perEra })
+			defer func() { cancel(); wait() }()
+			if err := waitOpen(clients, 60*time.Second); err != nil {
+				t.Fatal(err)
 			}
 			t.Logf("%s: %d streams open after %v", hs.name, len(clients), time.Since(opening).Round(time.Millisecond))
 			counter.Reset()
@@ -305,7 +371,7 @@ func TestHeldStreamsAtScale(t *testing.T) {
 			}
 			t.Logf("%s: store requests while held idle for %v: %v", hs.name, time.Since(waitEnd).Round(time.Second), counter.Counts())
 			cancel()
-			wg.Wait()
+			wait()
 			var stuck []int
 			for i, c := range clients {
 				c.mu.Lock()
@@ -352,3 +418,142 @@ func era(i, perEra int) string {
 	}
 	return "2026 listen"
 }
+
+// heldFigures are what n idle held streams cost one process.
+type heldFigures struct {
+	n           int
+	reads       float64 // store reads per second while idle
+	writes      float64
+	counts      storecount.Counts
+	bytesPer    float64 // the server's heap and stacks per stream
+	deliveredIn time.Duration
+}
+
+// measureIdleHeld opens n held streams on one process on SQLite (half
+// 2025-11-25 GET streams held 15 minutes, half 2026-07-28 listen
+// streams) from a child process (the clients' memory is not this
+// process's), lets them idle, measures the memory this process holds for
+// them, counts the store requests of window, and then checks that one
+// event still reaches every stream.
+func measureIdleHeld(t *testing.T, n int, window time.Duration) heldFigures {
+	path := filepath.Join(t.TempDir(), "idle.db")
+	st, err := sqlitestore.New(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() }) // after the server's
+	var counter storecount.Counter
+	url := heldServer(t, storecount.Wrap(st, &counter), 15*time.Minute)
+	topic := fmt.Sprintf("idle%d", n)
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MCPUSH_HELD_CLIENTS="+url, "MCPUSH_HELD_N="+strconv.Itoa(n), "MCPUSH_HELD_URI="+ingest.EventURI(topic))
+	cmd.Stderr = os.Stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	expect := func(want string) {
+		if !lines.Scan() || lines.Text() != want {
+			t.Fatalf("n=%d: the clients said %q (%v), want %q", n, lines.Text(), lines.Err(), want)
+		}
+	}
+	expect("open")
+	time.Sleep(2 * time.Second) // idle: the watcher reads at its idle pace
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	f := heldFigures{n: n}
+	used := func(m *runtime.MemStats) float64 { return float64(m.HeapInuse + m.StackInuse) }
+	f.bytesPer = (used(&after) - used(&before)) / float64(n)
+
+	counter.Reset()
+	time.Sleep(window)
+	f.counts = counter.Counts()
+	f.reads = float64(f.counts.Reads()) / window.Seconds()
+	f.writes = float64(f.counts.Writes()) / window.Seconds()
+
+	ingestStore, err := sqlitestore.New(path, nil) // another process's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ingestStore.Close()
+	start := time.Now()
+	publish(t, ingestStore, topic, topic+"-1", 1)
+	expect("delivered")
+	f.deliveredIn = time.Since(start)
+	return f
+}
+
+// runHeldClients is the child process of measureIdleHeld: it opens the
+// streams, says "open", then "delivered" once every stream got an event
+// (or why not), and ends when its stdin closes.
+func runHeldClients(url string) int {
+	n, _ := strconv.Atoi(os.Getenv("MCPUSH_HELD_N"))
+	ctx, cancel := context.WithCancel(context.Background())
+	errf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	clients, wait := openHeld(ctx, errf, url, os.Getenv("MCPUSH_HELD_URI"), n, 100, func(i int) bool { return i%2 == 0 })
+	defer func() { cancel(); wait() }()
+	if err := waitOpen(clients, 2*time.Minute); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("open")
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	for !all(clients, gotOne) {
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	fmt.Println("delivered")
+	<-ctx.Done()
+	return 0
+}
+
+// TestIdleHeldStreamReads: the store reads of N idle held streams on one
+// process do not grow with N: at two values of N (both eras, half each),
+// at most 20 reads per second at the larger and not more than at the
+// smaller plus the streams' own checks (N/idleCheck); no writes. And an
+// event still reaches every one of them. Without -race it also measures
+// the server's memory per held stream (heap and stacks): at most 64 KiB.
+func TestIdleHeldStreamReads(t *testing.T) {
+	small, large := 200, 2000
+	const window = 5 * time.Second
+	var figs []heldFigures
+	for _, n := range []int{small, large} {
+		f := measureIdleHeld(t, n, window)
+		t.Logf("%d idle held streams: %.1f reads/s, %.1f writes/s (%v); %.1f KiB of server memory per stream; one event reached all in %v",
+			n, f.reads, f.writes, f.counts, f.bytesPer/1024, f.deliveredIn.Round(time.Millisecond))
+		figs = append(figs, f)
+	}
+	lo, hi := figs[0], figs[1]
+	if hi.reads > 20 {
+		t.Errorf("%d idle held streams made %.1f store reads per second; want at most 20", hi.n, hi.reads)
+	}
+	if limit := lo.reads + float64(hi.n)/idleCheckSeconds + 2; hi.reads > limit {
+		t.Errorf("store reads grew with N: %.1f/s at %d streams, %.1f/s at %d; want at most %.1f", lo.reads, lo.n, hi.reads, hi.n, limit)
+	}
+	for _, f := range figs {
+		if f.writes > 0 {
+			t.Errorf("%d idle held streams made %.1f store writes per second; want none", f.n, f.writes)
+		}
+		if !testenv.RaceEnabled && f.bytesPer > 64<<10 {
+			t.Errorf("an idle held stream holds %.1f KiB of the server's memory; want at most 64 KiB", f.bytesPer/1024)
+		}
+	}
+}
+
+// idleCheckSeconds is mcp's idleCheck (a held stream's own check).
+const idleCheckSeconds = 600
