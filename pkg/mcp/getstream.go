@@ -142,13 +142,13 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 		defer t.Stop()
 		deadline = t.C
 	}
+	// A GET stream registers with the watcher once it is about to wait
+	// (an idle reconnection that ends after its one check never does),
+	// and then reads once more: nothing between its last read and the
+	// registration is missed.
 	var wake <-chan struct{}
-	sw := &streamWatch{}
-	if stream == getStream {
-		sw = h.srv.watch(ctx, ss.ID(), hold < 0)
-		defer sw.stop()
-		wake = sw.wake
-	}
+	sw, watching := &streamWatch{}, stream != getStream
+	defer func() { sw.stop() }()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	lastWrite := time.Now()
@@ -157,7 +157,6 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 	if idle {
 		active = active.Add(-hold)
 	}
-	sw.busy(active.Add(hold))
 	// Record what this stream wrote on every way out, even when the
 	// client has gone (ctx is cancelled then).
 	var written, marked int64
@@ -248,6 +247,16 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 				return
 			}
 			lastWrite = time.Now()
+		}
+		if !watching {
+			watching = true
+			sw = h.srv.watch(ctx, ss.ID(), hold < 0)
+			wake = sw.wake
+			sw.busy(active.Add(hold))
+			if wake != nil {
+				poll = true
+				continue
+			}
 		}
 		// Sleep until the next of: the keepalive, the end of the hold,
 		// the next poll (without a watcher) or own check (with one).

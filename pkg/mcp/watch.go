@@ -37,11 +37,6 @@ const idleCheck = 10 * time.Minute
 // stream it serves is idle: the delivery latency of an idle stream.
 const idleWatchInterval = 500 * time.Millisecond
 
-// watcherLinger is how long the watcher keeps reading after its last
-// stream closed, so that idle clients that reconnect every RetryInterval
-// do not restart it (one read more each time).
-const watcherLinger = time.Minute
-
 // watcher is the per-Server reader of the change feed. Safe for
 // concurrent use.
 type watcher struct {
@@ -55,17 +50,25 @@ type watcher struct {
 	running  bool
 	cursor   string
 	lastRead time.Time // of the last successful feed read
-	idleFrom time.Time // when n last dropped to 0
 
 	busyUntil  time.Time // the latest end of a stream's activity
 	alwaysBusy int       // streams held without StreamHold
 }
 
-// streamWatch is a stream's registration with the watcher.
+// streamWatch is a stream's registration with the watcher. The zero
+// value is no registration.
 type streamWatch struct {
-	w    *watcher
-	wake <-chan struct{} // nil: no watcher, poll every PollInterval
-	stop func()
+	w       *watcher
+	wake    <-chan struct{} // nil: no watcher, poll every PollInterval
+	release func()
+}
+
+// stop ends the registration.
+func (sw *streamWatch) stop() {
+	if sw.release != nil {
+		sw.release()
+		sw.release = nil
+	}
 }
 
 // busy tells the watcher that the stream is active until until: the
@@ -85,7 +88,7 @@ func (sw *streamWatch) busy(until time.Time) {
 // channel receives (without blocking the watcher; wake-ups coalesce) when
 // the change feed names the session, the registries change, or the feed
 // cannot be read. The caller must read its session after watch returns,
-// and call stop when done. always: the stream is held without StreamHold
+// and call its stop when done. always: the stream is held without StreamHold
 // (always active). A nil wake channel means there is no watcher (the feed
 // is unreadable): the caller polls every PollInterval instead.
 func (s *Server) watch(ctx context.Context, id string, always bool) *streamWatch {
@@ -95,14 +98,14 @@ func (s *Server) watch(ctx context.Context, id string, always bool) *streamWatch
 		if ctx.Err() == nil {
 			s.log.WarnContext(ctx, "starting the change feed watcher; the stream polls instead", "err", err)
 		}
-		return &streamWatch{w: w, stop: func() {}}
+		return &streamWatch{w: w}
 	}
 	if always {
 		w.mu.Lock()
 		w.alwaysBusy++
 		w.mu.Unlock()
 	}
-	return &streamWatch{w: w, wake: c, stop: func() {
+	return &streamWatch{w: w, wake: c, release: func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		delete(w.waiters[id], c)
@@ -112,9 +115,7 @@ func (s *Server) watch(ctx context.Context, id string, always bool) *streamWatch
 		if always {
 			w.alwaysBusy--
 		}
-		if w.n--; w.n == 0 {
-			w.idleFrom = time.Now()
-		}
+		w.n--
 	}}
 }
 
@@ -159,8 +160,9 @@ func (w *watcher) add(ctx context.Context, id string, c chan struct{}) error {
 	return nil
 }
 
-// loop reads the feed every PollInterval until no stream has watched for
-// watcherLinger.
+// loop reads the feed until no stream watches (the next stream starts it
+// again, with one read more; an idle reconnection, which ends after one
+// check, never starts it).
 func (w *watcher) loop(hashes map[string]string) {
 	s := w.srv
 	t := time.NewTimer(s.opts.PollInterval)
@@ -168,7 +170,7 @@ func (w *watcher) loop(hashes map[string]string) {
 	ctx := context.Background()
 	for range t.C {
 		w.mu.Lock()
-		if w.n == 0 && time.Since(w.idleFrom) >= watcherLinger {
+		if w.n == 0 {
 			w.running = false
 			w.mu.Unlock()
 			return

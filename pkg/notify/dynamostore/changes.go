@@ -30,7 +30,7 @@ import (
 // own check (see notify.Store.Changes).
 const (
 	changeBucket  = 10 * time.Second
-	changeOverlap = 2 * time.Second
+	changeOverlap = time.Second
 	changePK      = "C#"
 	attrIDs       = "ids"
 	// maxCursorTokens bounds the tokens a cursor carries; past it, some
@@ -75,7 +75,9 @@ func (s *Store) changes(ctx context.Context, start, from int64, seen map[string]
 	low := from - int64(changeOverlap)
 	var newSeen []string
 	keep := func(sk string) bool { return sk >= pad(start-int64(changeOverlap)) }
-	for b := low / int64(changeBucket); b <= (start+int64(changeOverlap))/int64(changeBucket); b++ {
+	// Up to start's partition: an item a writer with a faster clock
+	// stamped in a later one is read once start reaches it.
+	for b := low / int64(changeBucket); b <= start/int64(changeBucket); b++ {
 		var e expr
 		in := &dynamodb.QueryInput{
 			TableName:      s.table,
