@@ -54,8 +54,17 @@ type LambdaOptions struct {
 	// 0 means pkg/mcp's default (1s).
 	RetryInterval time.Duration
 	// StreamHold is mcp.StreamableOptions.StreamHold: how long an idle
-	// GET stream stays open after activity. 0 means pkg/mcp's default.
+	// GET stream stays open after activity. 0 means pkg/mcp's default,
+	// or, when MaxConcurrency > 1, -1: streams are held to the deadline.
 	StreamHold time.Duration
+	// MaxConcurrency is how many invocations one execution environment
+	// runs at once: AWS_LAMBDA_MAX_CONCURRENCY, which Lambda Managed
+	// Instances set (aws-lambda-go then runs that many runtime loops in
+	// the process). Above 1 held streams share the process and its
+	// change feed watcher, and an idle stream costs almost nothing, so
+	// streams are held rather than ended for clients to poll. 0 or 1:
+	// one invocation at a time (on-demand Lambda).
+	MaxConcurrency int
 	// Logger receives the access log (one record per request) and
 	// panics. Nil means slog.Default(). Wrap its handler in a
 	// RequestIDHandler (NewLogger does) to get the Lambda request id on
@@ -128,6 +137,10 @@ func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, err
 	if getWindow <= 0 && mode == ModeBuffered {
 		getWindow = defaultPollWindow
 	}
+	hold := opts.StreamHold
+	if hold == 0 && opts.MaxConcurrency > 1 && mode == ModeStream {
+		hold = -1 // Managed Instances: held to the deadline, no polling churn
+	}
 	base := mcp.StreamableOptions{
 		// In Lambda the Host is the Function URL's (or API's) domain,
 		// which only routes to this function: no DNS rebinding to guard
@@ -136,7 +149,7 @@ func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, err
 		AllowedOrigins: opts.AllowedOrigins,
 		Authenticator:  auth,
 		RetryInterval:  retry,
-		StreamHold:     opts.StreamHold,
+		StreamHold:     hold,
 	}
 	getOpts := base
 	getOpts.MaxStreamDuration = getWindow

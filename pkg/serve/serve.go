@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,7 +167,10 @@ func NewLogger(w io.Writer) *slog.Logger {
 //	MCPUSH_ALLOWED_HOSTS     comma-separated Host names accepted
 //	MCPUSH_ALLOWED_ORIGINS   comma-separated browser origins accepted
 //	MCPUSH_MAX_GET_STREAM    a Go duration bounding GET streams in Lambda
-//	MCPUSH_STREAM_HOLD       how long an idle GET stream stays open (default 5s)
+//	MCPUSH_STREAM_HOLD       how long an idle GET stream stays open (default 5s;
+//	                         held to the deadline on Lambda Managed Instances)
+//	AWS_LAMBDA_MAX_CONCURRENCY  set by Lambda Managed Instances: invocations
+//	                         one environment runs at once
 //
 // logger becomes the logger of both modes. Bad values are errors wrapping
 // ErrBadOption.
@@ -179,6 +183,12 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 	if err != nil {
 		return nil, err
 	}
+	concurrency := 0
+	if v := getenv("AWS_LAMBDA_MAX_CONCURRENCY"); v != "" {
+		if concurrency, err = strconv.Atoi(v); err != nil || concurrency < 1 {
+			return nil, fmt.Errorf("%w: AWS_LAMBDA_MAX_CONCURRENCY=%q: want a positive integer", ErrBadOption, v)
+		}
+	}
 	hosts := SplitList(getenv("MCPUSH_ALLOWED_HOSTS"))
 	origins := SplitList(getenv("MCPUSH_ALLOWED_ORIGINS"))
 	o := &Options{
@@ -190,6 +200,7 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 			AllowedOrigins: origins,
 			MaxGETStream:   maxGET,
 			StreamHold:     hold,
+			MaxConcurrency: concurrency,
 			Logger:         logger,
 		},
 		Local: LocalOptions{

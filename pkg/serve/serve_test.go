@@ -42,6 +42,11 @@ func TestOptionsFromEnv(t *testing.T) {
 			Lambda: LambdaOptions{Mode: ModeStream, Auth: AuthIAM, StreamHold: 30 * time.Second},
 			Local:  LocalOptions{StreamHold: 30 * time.Second},
 		}, ""},
+		{"managed instances", map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001", "AWS_LAMBDA_MAX_CONCURRENCY": "64"}, &Options{
+			RuntimeAPI: "127.0.0.1:9001",
+			Lambda:     LambdaOptions{Mode: ModeStream, Auth: AuthIAM, MaxConcurrency: 64},
+		}, ""},
+		{"bad concurrency", map[string]string{"AWS_LAMBDA_MAX_CONCURRENCY": "0"}, nil, `AWS_LAMBDA_MAX_CONCURRENCY="0"`},
 		{"bad stream hold", map[string]string{"MCPUSH_STREAM_HOLD": "-1s"}, nil, `MCPUSH_STREAM_HOLD="-1s"`},
 		{"bad duration", map[string]string{"MCPUSH_MAX_GET_STREAM": "soon"}, nil, `MCPUSH_MAX_GET_STREAM="soon"`},
 		{"negative duration", map[string]string{"MCPUSH_MAX_GET_STREAM": "-1s"}, nil, `MCPUSH_MAX_GET_STREAM="-1s"`},
