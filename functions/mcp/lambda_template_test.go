@@ -53,12 +53,18 @@ func TestTemplateWiring(t *testing.T) {
 		"MCPUSH_STATE_KEYS_SECRET: !Ref StateKeySecret",
 		"Action: secretsmanager:GetSecretValue\n              Resource: !Ref StateKeySecret",
 		"Type: AWS::SecretsManager::Secret",
+		// ComputeType ManagedInstances: a capacity provider in the given
+		// subnets, and the MCP function on it.
+		"Type: AWS::Serverless::CapacityProvider",
+		"SubnetIds: !Ref SubnetIds",
+		"SecurityGroupIds: [!Ref SecurityGroupId]",
+		"PerExecutionEnvironmentMaxConcurrency: !Ref PerEnvironmentMaxConcurrency",
 	} {
 		if !strings.Contains(string(tpl), want) {
 			t.Errorf("template.yaml lacks %q", want)
 		}
 	}
-	for _, fn := range []string{"McpFunction", "IngestFunction"} {
+	for _, fn := range []string{"McpFunction", "McpManagedFunction", "IngestFunction"} {
 		if !strings.Contains(string(tpl), "  "+fn+":\n    Type: AWS::Serverless::Function\n    Metadata:\n      BuildMethod: makefile\n") {
 			t.Errorf("template.yaml: %s is not a BuildMethod: makefile function", fn)
 		}
