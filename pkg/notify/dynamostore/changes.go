@@ -19,15 +19,15 @@ import (
 //	pk                  sk                  item
 //	C#<bucket>          <nanos>#<token>     ids: the sessions that changed
 //
-// A writer puts one after a change commits (an Append to a
-// SessionStream log, an AppendEach, a DeleteSession), with its own clock.
+// A writer puts one in the transaction of the change (an Append to a
+// SessionStream log, an AppendEach), or after it (a DeleteSession), with
+// its own clock.
 // A reader queries the partitions from changeOverlap before its previous
 // read's start: items that became visible late, or that a writer with a
 // slower clock stamped earlier, are still read; the cursor carries the
-// tokens read within the overlap, so that none is reported twice. Such a
-// put is not in the change's transaction: a writer that dies between the
-// two loses the hint, and its stream learns of the change at its next
-// own check (see notify.Store.Changes).
+// tokens read within the overlap, so that none is reported twice. A
+// deleter that dies between the deletion and its put loses the hint; the
+// stream learns of it at its own next check.
 const (
 	changeBucket  = 10 * time.Second
 	changeOverlap = time.Second
@@ -38,18 +38,26 @@ const (
 	maxCursorTokens = 500
 )
 
-// recordChange puts a change feed item naming ids. Best effort: the
-// change itself has committed, and the feed is a hint.
-func (s *Store) recordChange(ctx context.Context, ids ...string) {
-	if len(ids) == 0 {
-		return
-	}
-	now := s.now()
+// changeItem is the change feed item naming ids, written at now: a Put
+// in the transaction of the change it reports (Append, AppendEach), so
+// that it commits with it, or alone (recordChange).
+func (s *Store) changeItem(now time.Time, ids []string) *types.Put {
 	n := toNanos(now)
 	it := key(changePK+strconv.FormatInt(n/int64(changeBucket), 10), pad(n)+"#"+newToken()[:12])
 	it[attrIDs] = &types.AttributeValueMemberSS{Value: slices.Compact(slices.Sorted(slices.Values(ids)))}
 	setExpiry(it, now.Add(notify.ChangeFeedTTL))
-	_, _ = s.api.PutItem(context.WithoutCancel(ctx), &dynamodb.PutItemInput{TableName: s.table, Item: it})
+	return &types.Put{TableName: s.table, Item: it}
+}
+
+// recordChange puts a change feed item naming ids after a change that is
+// not one transaction (DeleteSession). Best effort: the change itself has
+// happened, and a stream whose hint is lost learns of it at its own
+// check.
+func (s *Store) recordChange(ctx context.Context, ids ...string) {
+	if len(ids) == 0 {
+		return
+	}
+	_, _ = s.api.PutItem(context.WithoutCancel(ctx), &dynamodb.PutItemInput{TableName: s.table, Item: s.changeItem(s.now(), ids).Item})
 }
 
 // Changes implements notify.Store: one Query per partition the window

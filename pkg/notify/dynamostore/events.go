@@ -26,13 +26,6 @@ import (
 // items' keys fit its 4 MB.
 func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *notify.AppendOptions) (lastSeq int64, appended bool, err error) {
 	defer wrap(&err, "dynamostore: Append(%q, %q)", sessionID, streamID)
-	if streamID == notify.SessionStream {
-		defer func() {
-			if err == nil && appended {
-				s.recordChange(ctx, sessionID)
-			}
-		}()
-	}
 	if err := notify.CheckAppend(sessionID, streamID, data, opts); err != nil {
 		return 0, false, err
 	}
@@ -58,6 +51,11 @@ func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][
 		now := s.now()
 		nowN := toNanos(now)
 		items := s.appendItems(pk, streamID, data, old, tok, now, idemKey, cas)
+		if streamID == notify.SessionStream {
+			// The change feed's item commits with the events (last: the
+			// order above is what cancellation reasons are read by).
+			items = append(items, types.TransactWriteItem{Put: s.changeItem(now, []string{sessionID})})
+		}
 		var at attempts
 		_, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, at.option)
 		if err == nil {

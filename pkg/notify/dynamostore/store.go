@@ -58,9 +58,10 @@
 // BatchGetItem per 100 subscribers; ApplyRegistry one GetItem and one
 // TransactWriteItems; DeleteSession one UpdateItem, one Query, one
 // BatchWriteItem per 25 items and one DeleteItem; Changes one Query per
-// partition of the change feed it spans (usually one). An Append to a
-// SessionStream log, an AppendEach that appends and a DeleteSession put
-// one change feed item more (see changes.go). Counter counts them.
+// partition of the change feed it spans (usually one). The transactions
+// of an Append to a SessionStream log and of an AppendEach carry one
+// change feed item more, and a DeleteSession puts one (see changes.go).
+// Counter counts them.
 //
 // # Atomicity and retries
 //
