@@ -79,6 +79,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 			h.storeFailure(w, r, err, "opening GET stream", "session", ss.ID())
 			return
 		}
+		h.srv.watcher.wake(ss.ID()) // a stream of this process it takes over ends at once
 		mine = seq
 		fresh, err := h.srv.store.GetSession(ctx, ss.ID())
 		if err != nil {

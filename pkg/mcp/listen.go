@@ -96,6 +96,7 @@ func (s *Server) cancelListen(ctx context.Context, principal string, m *Message)
 		if _, _, err := s.store.Append(ctx, id, getStream, [][]byte{listenCancel(p.RequestID)}, nil); err != nil && !errors.Is(err, notify.ErrNotFound) {
 			s.log.WarnContext(ctx, "cancelling a listen stream", "stream", id, "err", err)
 		}
+		s.watcher.wake(id)
 	}
 }
 

@@ -238,6 +238,16 @@ func (w *watcher) loop(hashes map[string]string) {
 // distrusts the feed: half of what the feed keeps.
 const changeFeedStale = notify.ChangeFeedTTL / 2
 
+// wake wakes this process's streams of the session id: a writer in this
+// process need not wait for the feed.
+func (w *watcher) wake(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for c := range w.waiters[id] {
+		notifyChan(c)
+	}
+}
+
 // notifyChan sends on a wake-up channel without blocking.
 func notifyChan(c chan struct{}) {
 	select {
