@@ -435,8 +435,9 @@ type heldFigures struct {
 // process's), lets them idle, measures the memory this process holds for
 // them, counts the store requests of window, and then checks that one
 // event still reaches every stream.
-func measureIdleHeld(t *testing.T, n int, window time.Duration) heldFigures {
+func measureIdleHeld(t *testing.T, n int, era string, window time.Duration) heldFigures {
 	path := filepath.Join(t.TempDir(), "idle.db")
+	topic := fmt.Sprintf("idle%d%s", n, era)
 	st, err := sqlitestore.New(path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -444,14 +445,13 @@ func measureIdleHeld(t *testing.T, n int, window time.Duration) heldFigures {
 	t.Cleanup(func() { st.Close() }) // after the server's
 	var counter storecount.Counter
 	url := heldServer(t, storecount.Wrap(st, &counter), 15*time.Minute)
-	topic := fmt.Sprintf("idle%d", n)
 
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "MCPUSH_HELD_CLIENTS="+url, "MCPUSH_HELD_N="+strconv.Itoa(n), "MCPUSH_HELD_URI="+ingest.EventURI(topic))
+	cmd.Env = append(os.Environ(), "MCPUSH_HELD_CLIENTS="+url, "MCPUSH_HELD_N="+strconv.Itoa(n), "MCPUSH_HELD_URI="+ingest.EventURI(topic), "MCPUSH_HELD_ERA="+era)
 	cmd.Stderr = os.Stderr
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -499,7 +499,14 @@ func runHeldClients(url string) int {
 	n, _ := strconv.Atoi(os.Getenv("MCPUSH_HELD_N"))
 	ctx, cancel := context.WithCancel(context.Background())
 	errf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	clients, wait := openHeld(ctx, errf, url, os.Getenv("MCPUSH_HELD_URI"), n, 100, func(i int) bool { return i%2 == 0 })
+	era2025 := func(i int) bool { return i%2 == 0 }
+	switch os.Getenv("MCPUSH_HELD_ERA") {
+	case "2025":
+		era2025 = func(int) bool { return true }
+	case "2026":
+		era2025 = func(int) bool { return false }
+	}
+	clients, wait := openHeld(ctx, errf, url, os.Getenv("MCPUSH_HELD_URI"), n, 100, era2025)
 	defer func() { cancel(); wait() }()
 	if err := waitOpen(clients, 2*time.Minute); err != nil {
 		fmt.Println(err)
@@ -527,13 +534,22 @@ func runHeldClients(url string) int {
 // at most 20 reads per second at the larger and not more than at the
 // smaller plus the streams' own checks (N/idleCheck); no writes. And an
 // event still reaches every one of them. Without -race it also measures
-// the server's memory per held stream (heap and stacks): at most 64 KiB.
+// the server's memory per held stream (heap and stacks), of both eras
+// together and of each alone: at most 64 KiB.
 func TestIdleHeldStreamReads(t *testing.T) {
 	small, large := 200, 2000
 	const window = 5 * time.Second
 	var figs []heldFigures
+	// Each in a subtest: its server is gone before the next measures.
+	measure := func(n int, era string, window time.Duration) (f heldFigures) {
+		t.Run(fmt.Sprintf("%d-%s", n, era), func(t *testing.T) { f = measureIdleHeld(t, n, era, window) })
+		if f.n == 0 {
+			t.FailNow()
+		}
+		return f
+	}
 	for _, n := range []int{small, large} {
-		f := measureIdleHeld(t, n, window)
+		f := measure(n, "both", window)
 		t.Logf("%d idle held streams: %.1f reads/s, %.1f writes/s (%v); %.1f KiB of server memory per stream; one event reached all in %v",
 			n, f.reads, f.writes, f.counts, f.bytesPer/1024, f.deliveredIn.Round(time.Millisecond))
 		figs = append(figs, f)
@@ -544,6 +560,14 @@ func TestIdleHeldStreamReads(t *testing.T) {
 	}
 	if limit := lo.reads + float64(hi.n)/idleCheckSeconds + 2; hi.reads > limit {
 		t.Errorf("store reads grew with N: %.1f/s at %d streams, %.1f/s at %d; want at most %.1f", lo.reads, lo.n, hi.reads, hi.n, limit)
+	}
+	if !testenv.RaceEnabled {
+		// Each era on its own: the memory of its streams.
+		for _, era := range []string{"2025", "2026"} {
+			f := measure(1000, era, time.Second)
+			t.Logf("1000 idle held %s streams: %.1f KiB of server memory per stream", era, f.bytesPer/1024)
+			figs = append(figs, f)
+		}
 	}
 	for _, f := range figs {
 		if f.writes > 0 {
