@@ -96,14 +96,12 @@ clean:
 
 # SAM (template.yaml, BuildMethod: makefile): `sam build` runs
 # `make build-<LogicalId>` with ARTIFACTS_DIR set.
-.PHONY: build-McpFunction build-IngestFunction
+.PHONY: build-McpFunction build-McpManagedFunction build-IngestFunction
 build-McpFunction:
+	$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ./functions/mcp
+
+build-McpManagedFunction:
 	$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ./functions/mcp
 
 build-IngestFunction:
 	$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sns-ingest
-
-# The MCP function on Lambda Managed Instances (ComputeMode=ManagedInstances).
-.PHONY: build-McpManagedFunction
-build-McpManagedFunction:
-	$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ./functions/mcp

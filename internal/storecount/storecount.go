@@ -30,7 +30,7 @@ import (
 var reads = map[string]bool{
 	"GetSession": true, "ReadEvents": true, "GetMessage": true, "Subscribers": true,
 	"ReadTopicEvents": true, "Topics": true, "GetRegistry": true, "RegistryHashes": true,
-	"CountSessions": true, "IdleSessions": true, "GetTask": true, "CountTasks": true,
+	"CountSessions": true, "IdleSessions": true, "GetTask": true, "CountTasks": true, "Changes": true,
 }
 
 // IsRead reports whether the counted operation op only reads.
@@ -302,6 +302,11 @@ func (s *store) GetRegistry(ctx context.Context, kind string) (*notify.Registry,
 func (s *store) RegistryHashes(ctx context.Context) (map[string]string, error) {
 	s.c.add("RegistryHashes")
 	return s.Store.RegistryHashes(ctx)
+}
+
+func (s *store) Changes(ctx context.Context, cursor string) ([]string, string, error) {
+	s.c.add("Changes")
+	return s.Store.Changes(ctx, cursor)
 }
 
 // rateCounter counts notify.RateCounter requests.

@@ -22,7 +22,7 @@ var isRead = map[string]bool{
 	"PutMessage": false, "GetMessage": true,
 	"Subscribe": false, "Unsubscribe": false, "Subscribers": true,
 	"AppendTopicEvent": false, "ReadTopicEvents": true, "Topics": true,
-	"ApplyRegistry": false, "GetRegistry": true, "RegistryHashes": true,
+	"ApplyRegistry": false, "GetRegistry": true, "RegistryHashes": true, "Changes": true,
 	"CountInWindow": false, "CountSessions": true,
 	"SharedKey": false, "IdleSessions": true,
 }

@@ -79,6 +79,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 			h.storeFailure(w, r, err, "opening GET stream", "session", ss.ID())
 			return
 		}
+		h.srv.watcher.wake(ss.ID()) // a stream of this process it takes over ends at once
 		mine = seq
 		fresh, err := h.srv.store.GetSession(ctx, ss.ID())
 		if err != nil {
@@ -121,15 +122,19 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 	h.pump(ctx, sse, ss, stream, after, mine, hold, idle)
 }
 
-// pump copies a stream's log to the client, polling for what other
-// processes append, until the client leaves, the stream is taken over or
-// finished, the session ends, or the stream must close (then with
-// "retry:"): before a deadline, or, when hold >= 0, once hold has passed
-// since the stream started (unless it starts idle) or last sent a message.
+// pump copies a stream's log to the client until the client leaves, the
+// stream is taken over or finished, the session ends, or the stream must
+// close (then with "retry:"): before a deadline, or, when hold >= 0, once
+// hold has passed since the stream started (unless it starts idle) or
+// last sent a message.
 //
-// A GET stream's poll is one read (GetSession, which reports the log's
-// head), plus a ReadEvents only when there is something new; a registry
-// change is noticed from this process's cached registry hashes.
+// A GET stream reads its log when it starts, when the watcher wakes it
+// (the change feed names its session, or the registries changed: see
+// watch.go) and once per idleCheck; each read is one GetSession (which
+// reports the log's head), plus a ReadEvents only when there is
+// something new; a registry change is noticed from this process's cached
+// registry hashes. Without a watcher, and for a resumed POST stream, it
+// polls every PollInterval instead.
 func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *ServerSession, stream string, after, mine int64, hold time.Duration, idle bool) {
 	store := h.srv.store
 	var deadline <-chan time.Time
@@ -138,10 +143,17 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 		defer t.Stop()
 		deadline = t.C
 	}
-	poll := time.NewTimer(0)
-	defer poll.Stop()
+	// A GET stream registers with the watcher once it is about to wait
+	// (an idle reconnection that ends after its one check never does),
+	// and then reads once more: nothing between its last read and the
+	// registration is missed.
+	var wake <-chan struct{}
+	sw, watching := &streamWatch{}, stream != getStream
+	defer func() { sw.stop() }()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	lastWrite := time.Now()
-	lastCheck := time.Now()
+	lastPoll := time.Now()
 	active := time.Now() // when the stream last sent a message (or started)
 	if idle {
 		active = active.Add(-hold)
@@ -161,74 +173,68 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 	}
 	defer mark()
 	first := true // the session state is fresh: serveGET just read it
+	poll := true
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-h.closing:
-			sse.retry(h.opts.RetryInterval)
-			return
-		case <-deadline:
-			sse.retry(h.opts.RetryInterval)
-			return
-		case <-poll.C:
-		}
-		var (
-			evs []notify.Event
-			err error
-		)
-		if stream == getStream {
-			age := h.srv.opts.RegistryRefresh
-			if first && idle {
-				age = max(age, idleRegistryAge) // an idle reconnection's one check
+		if poll {
+			var (
+				evs []notify.Event
+				err error
+			)
+			if stream == getStream {
+				age := h.srv.opts.RegistryRefresh
+				if first && idle {
+					age = max(age, idleRegistryAge) // an idle reconnection's one check
+				}
+				evs, err = h.srv.pollGetLog(ctx, ss, after, first, age)
+			} else {
+				evs, err = store.ReadEvents(ctx, ss.ID(), stream, after, readBatch)
 			}
-			evs, err = h.srv.pollGetLog(ctx, ss, after, first, age)
-			lastCheck = time.Now()
-		} else {
-			evs, err = store.ReadEvents(ctx, ss.ID(), stream, after, readBatch)
-		}
-		first = false
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, notify.ErrNotFound) {
-				return // the client left, or the session was deleted
+			first = false
+			lastPoll = time.Now()
+			if err != nil {
+				if ctx.Err() != nil || errors.Is(err, notify.ErrNotFound) {
+					return // the client left, or the session was deleted
+				}
+				h.srv.log.WarnContext(ctx, "reading stream log", "session", ss.ID(), "stream", stream, "err", err)
 			}
-			h.srv.log.WarnContext(ctx, "reading stream log", "session", ss.ID(), "stream", stream, "err", err)
-		}
-		if stream == getStream {
-			for _, ev := range evs {
-				if ev.Seq > mine && bytes.Equal(ev.Data, takeover) {
-					// A newer GET stream took over. It delivers from what
-					// this one recorded: write nothing more.
-					return
+			if stream == getStream {
+				for _, ev := range evs {
+					if ev.Seq > mine && bytes.Equal(ev.Data, takeover) {
+						// A newer GET stream took over. It delivers from what
+						// this one recorded: write nothing more.
+						return
+					}
 				}
 			}
-		}
-		for _, ev := range evs {
-			after = ev.Seq
-			if isControl(ev.Data) {
+			for _, ev := range evs {
+				after = ev.Seq
+				if isControl(ev.Data) {
+					continue
+				}
+				id := eventID(stream, ev.Seq)
+				if stream == getStream && ev.Seq < mine {
+					// Delivered before this stream's own takeover record:
+					// tag the id, so that a stream resumed from it does not
+					// yield to that record.
+					id = getEventID(ev.Seq, mine, 0)
+				}
+				if sse.event(id, ev.Data) != nil {
+					return
+				}
+				lastWrite = time.Now()
+				active = lastWrite
+				sw.busy(active.Add(hold))
+				written = ev.Seq
+				if stream != getStream && isResponse(ev.Data) {
+					return // the request's stream is complete
+				}
+			}
+			mark()
+			if len(evs) == readBatch {
 				continue
 			}
-			id := eventID(stream, ev.Seq)
-			if stream == getStream && ev.Seq < mine {
-				// Delivered before this stream's own takeover record:
-				// tag the id, so that a stream resumed from it does not
-				// yield to that record.
-				id = getEventID(ev.Seq, mine, 0)
-			}
-			if sse.event(id, ev.Data) != nil {
-				return
-			}
-			lastWrite = time.Now()
-			active = lastWrite
-			written = ev.Seq
-			if stream != getStream && isResponse(ev.Data) {
-				return // the request's stream is complete
-			}
-		}
-		mark()
-		if len(evs) == readBatch {
-			poll.Reset(0)
-			continue
+			// Amortised: writes only when half the idle timeout has passed.
+			h.srv.touch(ctx, ss)
 		}
 		if hold >= 0 && time.Since(active) >= hold {
 			// Idle: end the stream; the client comes back after the retry
@@ -243,21 +249,42 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 			}
 			lastWrite = time.Now()
 		}
-		if time.Since(lastCheck) >= 30*time.Second {
-			// A deleted or expired session's stream ends; a live one that
-			// only listens stays alive.
-			fresh, err := store.GetSession(ctx, ss.ID())
-			if errors.Is(err, notify.ErrNotFound) {
-				return
+		if !watching {
+			watching = true
+			sw = h.srv.watch(ctx, ss.ID(), hold < 0)
+			wake = sw.wake
+			sw.busy(active.Add(hold))
+			if wake != nil {
+				poll = true
+				continue
 			}
-			if err == nil {
-				ss.state = fresh
-			}
-			lastCheck = time.Now()
 		}
-		// Amortised: writes only when half the idle timeout has passed.
-		h.srv.touch(ctx, ss)
-		poll.Reset(h.srv.opts.PollInterval)
+		// Sleep until the next of: the keepalive, the end of the hold,
+		// the next poll (without a watcher) or own check (with one).
+		next := h.opts.KeepAlive - time.Since(lastWrite)
+		if hold >= 0 {
+			next = min(next, hold-time.Since(active))
+		}
+		if wake == nil {
+			next = min(next, h.srv.opts.PollInterval)
+		} else {
+			next = min(next, h.srv.idleCheckEvery()-time.Since(lastPoll))
+		}
+		timer.Reset(max(next, 0))
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.closing:
+			sse.retry(h.opts.RetryInterval)
+			return
+		case <-deadline:
+			sse.retry(h.opts.RetryInterval)
+			return
+		case <-wake:
+			poll = true
+		case <-timer.C:
+			poll = wake == nil || time.Since(lastPoll) >= h.srv.idleCheckEvery()
+		}
 	}
 }
 

@@ -136,6 +136,7 @@ func (s *Server) cancelListen(ctx context.Context, principal string, m *Message)
 		if _, _, err := s.store.Append(ctx, id, getStream, [][]byte{listenCancel(p.RequestID)}, nil); err != nil && !errors.Is(err, notify.ErrNotFound) {
 			s.log.WarnContext(ctx, "cancelling a listen stream", "stream", id, "err", err)
 		}
+		s.watcher.wake(id)
 	}
 }
 
@@ -458,6 +459,21 @@ func (l *listenStream) refresh(ctx context.Context) {
 	}
 }
 
+// chores is how long until the stream's own upkeep is due, which a
+// stream woken only by the watcher must wake for by itself: the backing
+// session's refresh (half its ttl before it expires) and, when it names
+// tasks, the next checkTaskLeases; at least a second.
+func (l *listenStream) chores() time.Duration {
+	now := l.srv.opts.Now()
+	next := l.sess.state.ExpiresAt.Add(-l.ttl / 2).Sub(now)
+	if e := l.srv.tasks; e != nil && len(l.filter.TaskIDs) > len(l.tasks.over) {
+		next = min(next, l.tasks.checked.Add(e.opts.Lease/2).Sub(now))
+	}
+	// At most once a second: a refresh that fails is tried again, not in
+	// a loop.
+	return max(next, time.Second)
+}
+
 // listenTTL is the expiry of a listen backing session after its stream's
 // refresh: listenTTLPolls of the stream's longest poll interval (an idle
 // stream polls every RetryInterval, and at least once per KeepAlive), and
@@ -529,11 +545,74 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		defer t.Stop()
 		deadline = t.C
 	}
-	poll := time.NewTimer(h.srv.opts.PollInterval)
-	defer poll.Stop()
-	lastWrite, lastActive := time.Now(), time.Now()
+	// Registered before the first read: no change between the two is
+	// missed (see watch.go). Without a watcher the stream polls.
+	sw := h.srv.watch(ctx, l.sess.ID(), h.opts.StreamHold < 0)
+	defer sw.stop()
+	wake := sw.wake
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	lastWrite, lastActive, lastPoll := time.Now(), time.Now(), time.Now()
 	idle := func() bool { return h.opts.StreamHold >= 0 && time.Since(lastActive) >= h.opts.StreamHold }
+	sw.busy(lastActive.Add(h.opts.StreamHold))
+	poll := true // an adopted stream delivers what reached it while parked
 	for {
+		if poll {
+			age := h.srv.opts.RegistryRefresh
+			if idle() {
+				age = max(age, idleRegistryAge)
+			}
+			msgs, cancelled, more, err := l.next(ctx, age)
+			lastPoll = time.Now()
+			switch {
+			case err == nil:
+				// The backing session lives as long as the stream: extend its
+				// expiry (one write per half its ttl).
+				l.refresh(ctx)
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, notify.ErrNotFound):
+				// The backing session is gone (expired, deleted): end with
+				// the empty result, and the client listens again.
+				sse.event("", l.result())
+				return
+			default:
+				h.srv.log.WarnContext(ctx, "reading listen stream", "err", err)
+			}
+			for _, msg := range msgs {
+				if sse.event("", msg) != nil {
+					return
+				}
+				lastWrite, lastActive = time.Now(), time.Now()
+				sw.busy(lastActive.Add(h.opts.StreamHold))
+			}
+			if cancelled {
+				return // notifications/cancelled: no response
+			}
+			if more {
+				continue
+			}
+		}
+		if time.Since(lastWrite) >= h.opts.KeepAlive {
+			if sse.comment("keepalive") != nil {
+				return
+			}
+			lastWrite = time.Now()
+		}
+		next := h.opts.KeepAlive - time.Since(lastWrite)
+		switch {
+		case wake != nil:
+			// Woken by the watcher; by itself once per idleCheck, and
+			// when the backing session's refresh or a check of the
+			// leases of the tasks it names is due.
+			next = min(next, h.srv.idleCheckEvery()-time.Since(lastPoll), l.chores())
+		case idle():
+			// Every RetryInterval, or sooner when a keepalive is due.
+			next = min(next, max(h.srv.opts.PollInterval, h.opts.RetryInterval))
+		default:
+			next = min(next, h.srv.opts.PollInterval)
+		}
+		timer.Reset(max(next, 0))
 		select {
 		case <-ctx.Done():
 			return
@@ -547,51 +626,14 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 			parked = true
 			sse.event("", l.result())
 			return
-		case <-poll.C:
-		}
-		age := h.srv.opts.RegistryRefresh
-		if idle() {
-			age = max(age, idleRegistryAge)
-		}
-		msgs, cancelled, more, err := l.next(ctx, age)
-		switch {
-		case err == nil:
-			// The backing session lives as long as the stream: extend its
-			// expiry (one write per half its ttl).
-			l.refresh(ctx)
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, notify.ErrNotFound):
-			// The backing session is gone (expired, deleted): end with
-			// the empty result, and the client listens again.
-			sse.event("", l.result())
-			return
-		default:
-			h.srv.log.WarnContext(ctx, "reading listen stream", "err", err)
-		}
-		for _, msg := range msgs {
-			if sse.event("", msg) != nil {
-				return
+		case <-wake:
+			poll = true
+		case <-timer.C:
+			poll = wake == nil || time.Since(lastPoll) >= h.srv.idleCheckEvery()
+			if !poll {
+				l.refresh(ctx)
+				l.checkTaskLeases(ctx)
 			}
-			lastWrite, lastActive = time.Now(), time.Now()
-		}
-		if cancelled {
-			return // notifications/cancelled: no response
-		}
-		if time.Since(lastWrite) >= h.opts.KeepAlive {
-			if sse.comment("keepalive") != nil {
-				return
-			}
-			lastWrite = time.Now()
-		}
-		switch {
-		case more:
-			poll.Reset(0)
-		case idle():
-			// Every RetryInterval, or sooner when a keepalive is due.
-			poll.Reset(max(min(max(h.srv.opts.PollInterval, h.opts.RetryInterval), h.opts.KeepAlive-time.Since(lastWrite)), 0))
-		default:
-			poll.Reset(h.srv.opts.PollInterval)
 		}
 	}
 }

@@ -176,6 +176,7 @@ func (s *Server) notifyChangesAged(ctx context.Context, ss *ServerSession, maxAg
 			return fmt.Errorf("notifying %s change: %w", kind, err)
 		}
 		if ok {
+			s.watcher.wake(ss.ID())
 			if ss.state.NotifiedHashes == nil {
 				ss.state.NotifiedHashes = map[string]string{}
 			}

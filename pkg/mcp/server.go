@@ -92,10 +92,11 @@ type Server struct {
 	templates map[string]*serverTemplate
 	prompts   map[string]*serverPrompt
 
-	local  localRegistry // in-process fast paths; never the source of truth
-	regs   registryCache // this process's copy of the dynamic registries
-	states stateSigner   // requestState tokens (2026 era)
-	tasks  *taskEngine   // nil when the store keeps no tasks
+	local   localRegistry // in-process fast paths; never the source of truth
+	regs    registryCache // this process's copy of the dynamic registries
+	states  stateSigner   // requestState tokens (2026 era)
+	watcher watcher       // wakes held streams from the store's change feed
+	tasks   *taskEngine   // nil when the store keeps no tasks
 }
 
 // ServerRequest is what a handler receives: the session it serves (in the
@@ -194,6 +195,7 @@ func NewServer(impl *Implementation, store notify.Store, opts *ServerOptions) *S
 		s.opts.StateTTL = 10 * time.Minute
 	}
 	s.log = s.opts.Logger
+	s.watcher.srv = s
 	s.local.init()
 	s.states = stateSigner{keys: s.opts.StateKeys, ttl: s.opts.StateTTL, now: s.opts.Now}
 	if len(s.states.keys) == 0 {

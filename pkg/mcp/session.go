@@ -120,6 +120,9 @@ func (ss *ServerSession) send(ctx context.Context, msg []byte) error {
 		return nil
 	}
 	_, _, err := ss.srv.store.Append(ctx, ss.ID(), getStream, [][]byte{msg}, nil)
+	if err == nil {
+		ss.srv.watcher.wake(ss.ID()) // this process's streams at once
+	}
 	return err
 }
 

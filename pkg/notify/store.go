@@ -214,6 +214,20 @@ type Store interface {
 	// has been written, in one read.
 	RegistryHashes(ctx context.Context) (map[string]string, error)
 
+	// Changes reads the change feed: the ids of the sessions whose
+	// SessionStream log grew (Append, AppendEach) or that were deleted
+	// after cursor, and the cursor to pass next time. An empty cursor
+	// starts at the feed's end: no ids, and the cursor from which later
+	// changes are reported. One read, whatever the number of sessions
+	// that stream: a process watches its streams with one reader (see
+	// ChangeFeedTTL). The feed is a wake-up hint, not a log: an id may
+	// be reported more than once, or after its change is visible; a
+	// change is reported after it is visible to GetSession and
+	// ReadEvents. The feed keeps a change ChangeFeedTTL: a reader that
+	// has not read for longer may have missed some, and must look at its
+	// sessions itself. At most MaxChangesRead ids per call.
+	Changes(ctx context.Context, cursor string) (sessions []string, next string, err error)
+
 	// Close releases the store's resources.
 	Close() error
 }

@@ -1,5 +1,7 @@
 package notify
 
+import "time"
+
 // SessionStream is the stream id of a session's own log: the 2025-era
 // standalone GET stream, or a 2026-era listen stream's. Everything that
 // reaches a session outside a request (registry changes, events fanned out
@@ -8,3 +10,11 @@ package notify
 // GetSession reports its head (Session.StreamHead), so that one read
 // tells an idle stream's poll whether there is anything new.
 const SessionStream = "g"
+
+// ChangeFeedTTL is how long the change feed (Store.Changes) keeps a
+// change: a reader that falls further behind gets ErrCursorExpired.
+const ChangeFeedTTL = time.Minute
+
+// MaxChangesRead bounds the ids one Changes call returns; a reader that
+// gets that many reads again at once.
+const MaxChangesRead = 1000

@@ -88,7 +88,8 @@ func (s *Store) AppendEach(ctx context.Context, ids []string, uri string, upTo i
 		n, size, bytes := 0, 0, 0
 		for n < len(todo) {
 			items := 3 + len(todo[n].data)
-			if n > 0 && (size+items > maxTransactItems || bytes+todo[n].bytes > notify.MaxAppendBytes) {
+			// One item of the transaction is the change feed's.
+			if n > 0 && (size+items+1 > maxTransactItems || bytes+todo[n].bytes > notify.MaxAppendBytes) {
 				break
 			}
 			size += items
@@ -161,6 +162,12 @@ func (s *Store) appendOnce(ctx context.Context, uri string, upTo int64, pick fun
 			items = append(items, s.positionUpdate(a.pk, uri, a.pos.At, upTo, tok))
 			items = append(items, its[2:]...)
 		}
+		ids := make([]string, len(group))
+		for i, a := range group {
+			ids[i] = a.sess.ID
+		}
+		// The change feed's item, last (see Append).
+		items = append(items, types.TransactWriteItem{Put: s.changeItem(now, ids)})
 		var at attempts
 		_, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, at.option)
 		if err == nil {

@@ -70,6 +70,8 @@ func TestRequestCounts(t *testing.T) {
 				NotifiedHash: &notify.HashCAS{Registry: notify.RegistryTools, Old: "", New: "h"}}))
 		}, ops("TransactWriteItems", 1)},
 		{"Append, cold (another instance appended)", func() { must3(cold.Append(ctx, "s", "x", data("5"), nil)) }, ops("TransactWriteItems", 2)},
+		{"Append to the session stream (with its change feed item)", func() { must3(st.Append(ctx, "s", notify.SessionStream, data("g"), nil)) }, ops("TransactWriteItems", 1)},
+		{"Changes", func() { must3(st.Changes(ctx, "")) }, ops("Query", 1)},
 		{"ReadEvents, nothing new (idle poll)", func() { must2(st.ReadEvents(ctx, "s", "x", 5, 100)) }, ops("BatchGetItem", 1)},
 		{"ReadEvents, 3 new", func() { must2(st.ReadEvents(ctx, "s", "x", 2, 100)) }, ops("BatchGetItem", 1)},
 		{"ReadEvents, 5 new", func() { must2(st.ReadEvents(ctx, "s", "x", 0, 100)) }, ops("BatchGetItem", 1, "Query", 1)},
@@ -89,7 +91,7 @@ func TestRequestCounts(t *testing.T) {
 		{"ApplyRegistry, repeated message id", func() { must3(st.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, items, "r1")) }, ops("GetItem", 2, "TransactWriteItems", 1)},
 		{"GetRegistry", func() { must2(st.GetRegistry(ctx, notify.RegistryTools)) }, ops("GetItem", 1)},
 		{"RegistryHashes", func() { must2(st.RegistryHashes(ctx)) }, ops("GetItem", 1)},
-		{"DeleteSession", func() { must(st.DeleteSession(ctx, "s")) }, ops("UpdateItem", 1, "Query", 1, "BatchWriteItem", 1, "DeleteItem", 1)},
+		{"DeleteSession", func() { must(st.DeleteSession(ctx, "s")) }, ops("UpdateItem", 1, "Query", 1, "BatchWriteItem", 1, "DeleteItem", 1, "PutItem", 1)},
 	}
 	var table2 strings.Builder
 	fmt.Fprintf(&table2, "%-45s %5s %6s  %s\n", "call", "reads", "writes", "requests")

@@ -51,6 +51,11 @@ func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][
 		now := s.now()
 		nowN := toNanos(now)
 		items := s.appendItems(pk, streamID, data, old, tok, now, idemKey, cas)
+		if streamID == notify.SessionStream {
+			// The change feed's item commits with the events (last: the
+			// order above is what cancellation reasons are read by).
+			items = append(items, types.TransactWriteItem{Put: s.changeItem(now, []string{sessionID})})
+		}
 		var at attempts
 		_, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, at.option)
 		if err == nil {

@@ -360,6 +360,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) (err error) {
 	if failed && getS(old, attrDeleteTok) != tok {
 		return notify.ErrNotFound
 	}
+	s.recordChange(ctx, id)
 	return nil
 }
 

@@ -25,6 +25,7 @@
 //	R               #hashes             every registry's hash, for RegistryHashes
 //	R               m#<kind>#<msg id>   registry message id (idempotency)
 //	K               <name>              shared key (notify.SharedKeys)
+//	C#<10 s bucket> <nanos>#<token>     change feed item: sessions that changed
 //
 // Everything a session owns shares its partition, so DeleteSession finds it
 // with one Query; the session item, its subscriptions and the head of its
@@ -57,7 +58,11 @@
 // GetRegistry, RegistryHashes one read each; Subscribers one Query and one
 // BatchGetItem per 100 subscribers; ApplyRegistry one GetItem and one
 // TransactWriteItems; DeleteSession one UpdateItem, one Query, one
-// BatchWriteItem per 25 items and one DeleteItem. Counter counts them.
+// BatchWriteItem per 25 items and one DeleteItem; Changes one Query per
+// partition of the change feed it spans (usually one). The transactions
+// of an Append to a SessionStream log and of an AppendEach carry one
+// change feed item more, and a DeleteSession puts one (see changes.go).
+// Counter counts them.
 //
 // # Atomicity and retries
 //

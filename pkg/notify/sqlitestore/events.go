@@ -84,6 +84,11 @@ func (s *Store) appendTx(ctx context.Context, tx *sql.Tx, sessionID, streamID st
 			return 0, false, err
 		}
 	}
+	if streamID == notify.SessionStream {
+		if err := s.recordChange(ctx, tx, sessionID, nowN); err != nil {
+			return 0, false, err
+		}
+	}
 	return last, true, nil
 }
 

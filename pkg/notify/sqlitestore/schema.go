@@ -107,6 +107,20 @@ CREATE TABLE IF NOT EXISTS registry_messages (
 CREATE INDEX IF NOT EXISTS registry_messages_expires_at ON registry_messages (expires_at);
 `
 
+// changesSchema is the change feed (Store.Changes): one row per append to
+// a session's SessionStream log and per deleted session, kept
+// notify.ChangeFeedTTL. AUTOINCREMENT: a seq is never reused, so a
+// reader's cursor never skips a row. Created on every open (it came
+// after schema version 2, and is only a hint).
+const changesSchema = `
+CREATE TABLE IF NOT EXISTS changes (
+	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+	session_id TEXT NOT NULL,
+	expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS changes_expires_at ON changes (expires_at);
+`
+
 // statements holds the prepared statements of a Store. Read statements
 // are prepared on the read pool; write statements on the writer, and used
 // inside write transactions through Tx.StmtContext.

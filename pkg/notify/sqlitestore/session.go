@@ -154,6 +154,9 @@ func (s *Store) DeleteSession(ctx context.Context, id string) (err error) {
 			return err
 		}
 		live = exp > now
+		if err := s.recordChange(ctx, tx, id, now); err != nil {
+			return err
+		}
 		return s.deleteSessionRows(ctx, tx, id)
 	})
 	switch {

@@ -193,6 +193,9 @@ func (s *Store) tryInitSchema(ctx context.Context) error {
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 			return err
 		}
+		if _, err := tx.ExecContext(ctx, changesSchema); err != nil {
+			return fmt.Errorf("creating the change feed: %w", err)
+		}
 		switch {
 		case v == schemaVersion:
 			return nil

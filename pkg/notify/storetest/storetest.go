@@ -61,6 +61,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"Expiry", testExpiry},
 		{"AppendRead", testAppendRead},
 		{"StreamHead", testStreamHead},
+		{"Changes", testChanges},
 		{"AppendIdempotencyKey", testAppendIdempotencyKey},
 		{"AppendNotifiedHash", testAppendNotifiedHash},
 		{"AppendEach", testAppendEach},

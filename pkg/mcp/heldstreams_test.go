@@ -1,0 +1,583 @@
+package mcp_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/mcpush/mcpush/internal/moto"
+	"github.com/mcpush/mcpush/internal/storecount"
+	"github.com/mcpush/mcpush/internal/testenv"
+	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
+	"github.com/mcpush/mcpush/pkg/notify/ingest"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+)
+
+func TestMain(m *testing.M) {
+	if url := os.Getenv("MCPUSH_HELD_CLIENTS"); url != "" {
+		os.Exit(runHeldClients(url))
+	}
+	code := m.Run()
+	moto.Stop()
+	os.Exit(code)
+}
+
+// heldStore is a store flavour for the held-stream tests: open returns a
+// new Store on one shared backing database each time it is called (a
+// Store of its own per "process").
+type heldStore struct {
+	name string
+	open func(t *testing.T) notify.Store
+}
+
+// heldStores are SQLite (a file) and DynamoDB (moto, one table).
+func heldStores(t *testing.T) []heldStore {
+	path := filepath.Join(t.TempDir(), "held.db")
+	return []heldStore{
+		{"sqlite", func(t *testing.T) notify.Store {
+			st, err := sqlitestore.New(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			return st
+		}},
+		{"dynamodb", func() func(t *testing.T) notify.Store {
+			var table string
+			return func(t *testing.T) notify.Store {
+				endpoint := moto.Start(t)
+				client := moto.NewClient(context.Background(), endpoint)
+				if table == "" {
+					table = fmt.Sprintf("held-%d", time.Now().UnixNano())
+					if err := dynamostore.CreateTable(context.Background(), client, table); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return dynamostore.New(client, table, nil)
+			}
+		}()},
+	}
+}
+
+// heldServer serves a server on st whose GET streams are held hold.
+func heldServer(t *testing.T, st notify.Store, hold time.Duration, opts ...func(*mcp.ServerOptions)) string {
+	so := &mcp.ServerOptions{
+		DynamicRegistries: true,
+		Limits:            mcp.Limits{MaxSessionsPerPrincipal: 100_000, MaxSessionsPerHour: 100_000, MaxRequestsPerMinute: 1_000_000},
+	}
+	for _, o := range opts {
+		o(so)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "held", Version: "1"}, st, so)
+	srv.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "events://{topic}", Name: "events"},
+		func(context.Context, *mcp.ServerRequest[*mcp.ReadResourceParams]) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{}, nil
+		})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, StreamHold: hold})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.Close(); h.Close() })
+	return ts.URL
+}
+
+// publish ingests one event on topic through st, as the SNS ingest does.
+func publish(t *testing.T, st notify.Store, topic, id string, data any) {
+	msg, _ := json.Marshal(map[string]any{"type": "event", "topic": topic, "data": data})
+	sum, err := ingest.New(st, nil).Handle(context.Background(), events.SNSEvent{Records: []events.SNSEventRecord{{
+		EventVersion: "1.0", EventSource: "aws:sns",
+		SNS: events.SNSEntity{Type: "Notification", MessageID: id, TopicArn: "arn:aws:sns:us-east-1:123456789012:mcpush-events",
+			Timestamp: time.Now(), Message: string(msg), SignatureVersion: "1"},
+	}}})
+	if err != nil || sum.Accepted != 1 {
+		t.Fatalf("ingest %s: %+v, %v", id, sum, err)
+	}
+}
+
+// heldClient is one held stream as a client sees it: a 2025-11-25 session
+// with its GET stream (resumed with Last-Event-ID when the server ends
+// it), or a 2026-07-28 subscriptions/listen stream.
+type heldClient struct {
+	mu       sync.Mutex
+	updated  int     // notifications/resources/updated received
+	seqs     []int64 // sequences of the events' notifications/message (2025)
+	lastAt   time.Time
+	ends     []time.Time // when the server ended the stream by itself
+	opened   chan struct{}
+	openOnce sync.Once
+}
+
+func (c *heldClient) got(data string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			Data struct {
+				Sequence int64 `json:"sequence"`
+			} `json:"data"`
+		} `json:"params"`
+	}
+	json.Unmarshal([]byte(data), &m)
+	switch m.Method {
+	case "notifications/resources/updated":
+		c.updated++
+		c.lastAt = time.Now()
+	case "notifications/message":
+		c.seqs = append(c.seqs, m.Params.Data.Sequence)
+		c.lastAt = time.Now()
+	}
+}
+
+// readSSE reads one SSE response, handing each data line to c, and
+// returns the last event id.
+func (c *heldClient) readSSE(resp *http.Response) string {
+	defer resp.Body.Close()
+	last := ""
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "id: "); ok {
+			last = v
+		}
+		if v, ok := strings.CutPrefix(line, "data: "); ok {
+			c.openOnce.Do(func() { close(c.opened) })
+			if v != "" {
+				c.got(v)
+			}
+		}
+	}
+	return last
+}
+
+// heldPost posts one JSON-RPC message of a 2025-11-25 session.
+func heldPost(ctx context.Context, url, sid, body string) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: %d", body, resp.StatusCode)
+	}
+	return resp, nil
+}
+
+// getStream runs a 2025-11-25 client: initialize, subscribe to uri, and
+// its GET stream, resumed after each end until ctx ends.
+func (c *heldClient) getStream(ctx context.Context, errf func(string, ...any), url, uri string) {
+	resp, err := heldPost(ctx, url, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"held","version":"1"}}}`)
+	if err != nil {
+		errf("initialize: %v", err)
+		return
+	}
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	for _, body := range []string{`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"` + uri + `"}}`} {
+		resp, err := heldPost(ctx, url, sid, body)
+		if err != nil {
+			errf("%v", err)
+			return
+		}
+		resp.Body.Close()
+	}
+	last := ""
+	for ctx.Err() == nil {
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		if last != "" {
+			req.Header.Set("Last-Event-ID", last)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return // ctx ended
+		}
+		if resp.StatusCode != 200 {
+			resp.Body.Close()
+			errf("GET stream: %d", resp.StatusCode)
+			return
+		}
+		if id := c.readSSE(resp); id != "" {
+			last = id
+		}
+		if ctx.Err() == nil {
+			c.mu.Lock()
+			c.ends = append(c.ends, time.Now())
+			c.mu.Unlock()
+			time.Sleep(time.Second) // the retry interval
+		}
+	}
+}
+
+// listen runs a 2026-07-28 client's subscriptions/listen stream on uri
+// until ctx ends.
+func (c *heldClient) listen(ctx context.Context, errf func(string, ...any), url, uri string, id int) {
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[%q]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, id, uri)
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	if resp.StatusCode != 200 {
+		resp.Body.Close()
+		errf("listen: %d", resp.StatusCode)
+		return
+	}
+	c.readSSE(resp)
+	if ctx.Err() == nil {
+		errf("listen stream %d ended by itself", id)
+	}
+}
+
+// openHeld opens n held streams on url, all subscribed to uri: the even
+// ones 2025-11-25 GET streams, the odd ones listen streams, at most
+// concurrent opening at a time. They run until ctx ends; wait waits for
+// them.
+func openHeld(ctx context.Context, errf func(string, ...any), url, uri string, n, concurrent int, era2025 func(i int) bool) (clients []*heldClient, wait func()) {
+	var wg sync.WaitGroup
+	clients = make([]*heldClient, n)
+	sem := make(chan struct{}, concurrent)
+	for i := range clients {
+		c := &heldClient{opened: make(chan struct{})}
+		clients[i] = c
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			go func() {
+				select {
+				case <-c.opened:
+				case <-ctx.Done():
+				}
+				<-sem
+			}()
+			if era2025(i) {
+				c.getStream(ctx, errf, url, uri)
+			} else {
+				c.listen(ctx, errf, url, uri, i+1)
+			}
+		}()
+	}
+	return clients, wg.Wait
+}
+
+// waitOpen waits until every client's stream sent its first event.
+func waitOpen(clients []*heldClient, limit time.Duration) error {
+	deadline := time.After(limit)
+	for i, c := range clients {
+		select {
+		case <-c.opened:
+		case <-deadline:
+			return fmt.Errorf("stream %d of %d did not open within %v", i, len(clients), limit)
+		}
+	}
+	return nil
+}
+
+// gotOne reports whether c got at least one resources/updated.
+func gotOne(c *heldClient) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.updated >= 1
+}
+
+// TestHeldStreamsAtScale is the regression test of issue 17's stuck
+// streams: hundreds of held streams opened concurrently on one process
+// (half 2025-11-25 GET streams, half 2026-07-28 listen streams, all on
+// events://T), on SQLite and on DynamoDB, each with two events ingested
+// by another process while they are idle: every stream gets each event
+// exactly once (GET streams: both notifications/message in sequence
+// order and two resources/updated; listen streams: two
+// resources/updated), within the bound, and every GET stream, idle after
+// the second event, ends at its hold and not before.
+func TestHeldStreamsAtScale(t *testing.T) {
+	for _, hs := range heldStores(t) {
+		// moto serves one request at a time per table: fewer streams,
+		// and a hold longer than their opening.
+		perEra, hold := 150, 8*time.Second
+		if hs.name == "dynamodb" {
+			perEra, hold = 60, 30*time.Second
+		}
+		t.Run(hs.name, func(t *testing.T) {
+			var counter storecount.Counter
+			url := heldServer(t, storecount.Wrap(hs.open(t), &counter), hold)
+			ingestStore := hs.open(t) // another process's store
+			topic := fmt.Sprintf("T%d", time.Now().UnixNano())
+			uri := ingest.EventURI(topic)
+			ctx, cancel := context.WithCancel(context.Background())
+			opening := time.Now()
+			clients, wait := openHeld(ctx, t.Errorf, url, uri, 2*perEra, 50, func(i int) bool { return i < perEra })
+			defer func() { cancel(); wait() }()
+			if err := waitOpen(clients, 60*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %d streams open after %v", hs.name, len(clients), time.Since(opening).Round(time.Millisecond))
+			counter.Reset()
+			time.Sleep(time.Second) // every stream idle
+			t.Logf("%s: store requests of the %d idle streams in 1 s: %v", hs.name, len(clients), counter.Counts())
+			start := time.Now()
+			publish(t, ingestStore, topic, topic+"-1", 1)
+			publish(t, ingestStore, topic, topic+"-2", 2)
+			t.Logf("%s: published after %v", hs.name, time.Since(start).Round(time.Millisecond))
+			done := func(c *heldClient) bool {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				return c.updated >= 2
+			}
+			for time.Since(start) < 60*time.Second && !all(clients, done) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			delivered := time.Since(start)
+			// Until every GET stream ended after its last event (at its
+			// hold), or well past the hold.
+			counter.Reset()
+			waitEnd := time.Now()
+			ended := func(c *heldClient) bool {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				return len(c.ends) > 0 && c.ends[len(c.ends)-1].After(c.lastAt)
+			}
+			for time.Since(waitEnd) < hold+5*time.Second && !all(clients[:perEra], ended) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			t.Logf("%s: store requests while held idle for %v: %v", hs.name, time.Since(waitEnd).Round(time.Second), counter.Counts())
+			cancel()
+			wait()
+			var stuck []int
+			for i, c := range clients {
+				c.mu.Lock()
+				var ended time.Time // the first end after the last event
+				for _, e := range c.ends {
+					if e.After(c.lastAt) {
+						ended = e
+						break
+					}
+				}
+				switch {
+				case c.updated != 2:
+					stuck = append(stuck, i)
+					t.Errorf("stream %d (%s) got %d resources/updated, want 2 (exactly once each)", i, era(i, perEra), c.updated)
+				case i < perEra && !slices.Equal(c.seqs, []int64{1, 2}):
+					t.Errorf("GET stream %d got event sequences %v, want [1 2]", i, c.seqs)
+				case i < perEra && ended.IsZero():
+					t.Errorf("GET stream %d did not end after its last event; want an end at its hold %v", i, hold)
+				case i < perEra && ended.Before(c.lastAt.Add(hold-500*time.Millisecond)):
+					t.Errorf("GET stream %d ended %v after its last event, before its hold %v", i, ended.Sub(c.lastAt), hold)
+				case i < perEra && ended.After(c.lastAt.Add(hold+2*time.Second)):
+					t.Errorf("GET stream %d ended %v after its last event; want its hold %v", i, ended.Sub(c.lastAt), hold)
+				}
+				c.mu.Unlock()
+			}
+			t.Logf("%s: %d streams (%d per era): every event on every stream within %v; %d not delivered",
+				hs.name, len(clients), perEra, delivered.Round(time.Millisecond), len(stuck))
+		})
+	}
+}
+
+func all[T any](xs []T, f func(T) bool) bool {
+	for _, x := range xs {
+		if !f(x) {
+			return false
+		}
+	}
+	return true
+}
+
+func era(i, perEra int) string {
+	if i < perEra {
+		return "2025 GET"
+	}
+	return "2026 listen"
+}
+
+// heldFigures are what n idle held streams cost one process.
+type heldFigures struct {
+	n           int
+	reads       float64 // store reads per second while idle
+	writes      float64
+	counts      storecount.Counts
+	bytesPer    float64 // the server's heap and stacks per stream
+	deliveredIn time.Duration
+}
+
+// measureIdleHeld opens n held streams on one process on SQLite (half
+// 2025-11-25 GET streams held 15 minutes, half 2026-07-28 listen
+// streams) from a child process (the clients' memory is not this
+// process's), lets them idle, measures the memory this process holds for
+// them, counts the store requests of window, and then checks that one
+// event still reaches every stream.
+func measureIdleHeld(t *testing.T, n int, era string, window time.Duration) heldFigures {
+	path := filepath.Join(t.TempDir(), "idle.db")
+	topic := fmt.Sprintf("idle%d%s", n, era)
+	st, err := sqlitestore.New(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() }) // after the server's
+	var counter storecount.Counter
+	url := heldServer(t, storecount.Wrap(st, &counter), 15*time.Minute)
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "MCPUSH_HELD_CLIENTS="+url, "MCPUSH_HELD_N="+strconv.Itoa(n), "MCPUSH_HELD_URI="+ingest.EventURI(topic), "MCPUSH_HELD_ERA="+era)
+	cmd.Stderr = os.Stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cmd.Wait() }()
+	lines := bufio.NewScanner(stdout)
+	expect := func(want string) {
+		if !lines.Scan() || lines.Text() != want {
+			t.Fatalf("n=%d: the clients said %q (%v), want %q", n, lines.Text(), lines.Err(), want)
+		}
+	}
+	expect("open")
+	time.Sleep(2 * time.Second) // idle: the watcher reads at its idle pace
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	f := heldFigures{n: n}
+	used := func(m *runtime.MemStats) float64 { return float64(m.HeapInuse + m.StackInuse) }
+	f.bytesPer = (used(&after) - used(&before)) / float64(n)
+
+	counter.Reset()
+	time.Sleep(window)
+	f.counts = counter.Counts()
+	f.reads = float64(f.counts.Reads()) / window.Seconds()
+	f.writes = float64(f.counts.Writes()) / window.Seconds()
+
+	ingestStore, err := sqlitestore.New(path, nil) // another process's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ingestStore.Close()
+	start := time.Now()
+	publish(t, ingestStore, topic, topic+"-1", 1)
+	expect("delivered")
+	f.deliveredIn = time.Since(start)
+	return f
+}
+
+// runHeldClients is the child process of measureIdleHeld: it opens the
+// streams, says "open", then "delivered" once every stream got an event
+// (or why not), and ends when its stdin closes.
+func runHeldClients(url string) int {
+	n, _ := strconv.Atoi(os.Getenv("MCPUSH_HELD_N"))
+	ctx, cancel := context.WithCancel(context.Background())
+	errf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	era2025 := func(i int) bool { return i%2 == 0 }
+	switch os.Getenv("MCPUSH_HELD_ERA") {
+	case "2025":
+		era2025 = func(int) bool { return true }
+	case "2026":
+		era2025 = func(int) bool { return false }
+	}
+	clients, wait := openHeld(ctx, errf, url, os.Getenv("MCPUSH_HELD_URI"), n, 100, era2025)
+	defer func() { cancel(); wait() }()
+	if err := waitOpen(clients, 2*time.Minute); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("open")
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	for !all(clients, gotOne) {
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	fmt.Println("delivered")
+	<-ctx.Done()
+	return 0
+}
+
+// TestIdleHeldStreamReads: the store reads of N idle held streams on one
+// process do not grow with N: at two values of N (both eras, half each),
+// at most 20 reads per second at the larger and not more than at the
+// smaller plus the streams' own checks (N/idleCheck); no writes. And an
+// event still reaches every one of them. Without -race it also measures
+// the server's memory per held stream (heap and stacks), of both eras
+// together and of each alone: at most 64 KiB.
+func TestIdleHeldStreamReads(t *testing.T) {
+	small, large := 200, 2000
+	const window = 5 * time.Second
+	var figs []heldFigures
+	// Each in a subtest: its server is gone before the next measures.
+	measure := func(n int, era string, window time.Duration) (f heldFigures) {
+		t.Run(fmt.Sprintf("%d-%s", n, era), func(t *testing.T) { f = measureIdleHeld(t, n, era, window) })
+		if f.n == 0 {
+			t.FailNow()
+		}
+		return f
+	}
+	for _, n := range []int{small, large} {
+		f := measure(n, "both", window)
+		t.Logf("%d idle held streams: %.1f reads/s, %.1f writes/s (%v); %.1f KiB of server memory per stream; one event reached all in %v",
+			n, f.reads, f.writes, f.counts, f.bytesPer/1024, f.deliveredIn.Round(time.Millisecond))
+		figs = append(figs, f)
+	}
+	lo, hi := figs[0], figs[1]
+	if hi.reads > 20 {
+		t.Errorf("%d idle held streams made %.1f store reads per second; want at most 20", hi.n, hi.reads)
+	}
+	if limit := lo.reads + float64(hi.n)/idleCheckSeconds + 2; hi.reads > limit {
+		t.Errorf("store reads grew with N: %.1f/s at %d streams, %.1f/s at %d; want at most %.1f", lo.reads, lo.n, hi.reads, hi.n, limit)
+	}
+	if !testenv.RaceEnabled {
+		// Each era on its own: the memory of its streams.
+		for _, era := range []string{"2025", "2026"} {
+			f := measure(1000, era, time.Second)
+			t.Logf("1000 idle held %s streams: %.1f KiB of server memory per stream", era, f.bytesPer/1024)
+			figs = append(figs, f)
+		}
+	}
+	for _, f := range figs {
+		if f.writes > 0 {
+			t.Errorf("%d idle held streams made %.1f store writes per second; want none", f.n, f.writes)
+		}
+		if !testenv.RaceEnabled && f.bytesPer > 64<<10 {
+			t.Errorf("an idle held stream holds %.1f KiB of the server's memory; want at most 64 KiB", f.bytesPer/1024)
+		}
+	}
+}
+
+// idleCheckSeconds is mcp's idleCheck (a held stream's own check).
+const idleCheckSeconds = 600

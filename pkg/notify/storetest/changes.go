@@ -1,0 +1,65 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+)
+
+// testChanges: the change feed names, from the cursor on, the sessions
+// whose SessionStream log grew (Append, AppendEach) or that were deleted,
+// and not those of other streams' appends; a second Store on the same
+// backing database reads what the first wrote; a cursor read to the end
+// reports nothing more.
+func testChanges(t *testing.T, s *suite) {
+	st, dsn := s.storeDSN(t)
+	other := s.reopen(t, dsn)
+	ctx := t.Context()
+	g := notify.SessionStream
+	const uri = "events://feed"
+	createSession(t, st, "before")
+	appendEvents(t, st, "before", g, "x") // before the cursor: not reported
+	_, cursor, err := other.Changes(ctx, "")
+	if err != nil {
+		t.Fatalf("Changes from the end: %v", err)
+	}
+	if cursor == "" {
+		t.Fatal("Changes from the end returned an empty cursor")
+	}
+	sub := func(s *notify.Session) { s.Subscriptions = []string{uri} }
+	createSession(t, st, "a")
+	createSession(t, st, "b", sub)
+	createSession(t, st, "c", sub)
+	createSession(t, st, "quiet")
+	createSession(t, st, "gone")
+	appendEvents(t, st, "a", g, "a1")
+	appendEvents(t, st, "quiet", "other", "q1") // a request stream: not a change
+	if _, err := st.AppendEach(ctx, []string{"b", "c"}, uri, 1, func(*notify.Session, notify.Position) [][]byte {
+		return [][]byte{[]byte("ev")}
+	}); err != nil {
+		t.Fatalf("AppendEach: %v", err)
+	}
+	if err := st.DeleteSession(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range 3 { // a feed may report in more than one read
+		ids, next, err := other.Changes(ctx, cursor)
+		if err != nil {
+			t.Fatalf("Changes: %v", err)
+		}
+		got, cursor = append(got, ids...), next
+	}
+	got = slices.Compact(slices.Sorted(slices.Values(got)))
+	if want := []string{"a", "b", "c", "gone"}; !slices.Equal(got, want) {
+		t.Errorf("Changes reported %q, want %q", got, want)
+	}
+	ids, _, err := other.Changes(ctx, cursor)
+	if err != nil || len(ids) != 0 {
+		t.Errorf("Changes after reading to the end: %q, %v; want nothing", ids, err)
+	}
+	if _, _, err := st.Changes(ctx, "not a cursor"); err == nil {
+		t.Error("Changes with a malformed cursor succeeded")
+	}
+}
