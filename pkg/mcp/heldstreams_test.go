@@ -533,9 +533,9 @@ func runHeldClients(url string) int {
 // process do not grow with N: at two values of N (both eras, half each),
 // at most 20 reads per second at the larger and not more than at the
 // smaller plus the streams' own checks (N/idleCheck); no writes. And an
-// event still reaches every one of them. Without -race it also measures
-// the server's memory per held stream (heap and stacks), of both eras
-// together and of each alone: at most 64 KiB.
+// event still reaches every one of them. It measures the server's memory
+// per held stream (heap and stacks) of both eras together, and without
+// -race of each alone too: at most 64 KiB.
 func TestIdleHeldStreamReads(t *testing.T) {
 	small, large := 200, 2000
 	const window = 5 * time.Second
@@ -573,7 +573,10 @@ func TestIdleHeldStreamReads(t *testing.T) {
 		if f.writes > 0 {
 			t.Errorf("%d idle held streams made %.1f store writes per second; want none", f.n, f.writes)
 		}
-		if !testenv.RaceEnabled && f.bytesPer > 64<<10 {
+		// The fixed cost of the server shows in the per-stream figure of
+		// few streams, and -race adds to every goroutine: under -race
+		// only the 2,000 are held to the bound (46 KiB measured there).
+		if (!testenv.RaceEnabled || f.n == large) && f.bytesPer > 64<<10 {
 			t.Errorf("an idle held stream holds %.1f KiB of the server's memory; want at most 64 KiB", f.bytesPer/1024)
 		}
 	}
