@@ -248,17 +248,19 @@ type listenStream struct {
 // the client's filter f, whose backing session expires ttl after the
 // stream's last refresh. It adopts a parked stream of the same principal
 // and filter if there is one (see park), and so starts with what reached
-// that one since it ended; otherwise, if the principal holds fewer than
+// that one since it ended; otherwise, if owner holds fewer than
 // MaxListensPerPrincipal listen streams (*errListenQuota if not, before
 // anything is stored), it creates a backing session whose baseline is the
 // registries as they are now (nothing from before the stream), subscribed
-// to the acknowledged resources and to the stream's cancel URI.
-func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawMessage, f *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
+// to the acknowledged resources and to the stream's cancel URI. owner is
+// the principal whose quota the stream counts against and whose parked
+// streams it may adopt (quotaPrincipal: an anonymous client's address).
+func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string, id json.RawMessage, f *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
 	ack := s.acknowledged(f)
-	if l, err := s.adoptListen(ctx, ss, id, ack, ttl); l != nil || err != nil {
+	if l, err := s.adoptListen(ctx, ss, owner, id, ack, ttl); l != nil || err != nil {
 		return l, err
 	}
-	if err := s.allowListen(ctx, ss.Principal()); err != nil {
+	if err := s.allowListen(ctx, owner); err != nil {
 		return nil, err
 	}
 	hashes, err := s.store.RegistryHashes(ctx)
@@ -268,7 +270,7 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, id json.RawM
 	now := s.opts.Now()
 	st := &notify.Session{
 		ID:                 "listen-" + randomID(16),
-		Principal:          listenPrincipal(ss.Principal()),
+		Principal:          listenPrincipal(owner),
 		ProtocolVersion:    ss.ProtocolVersion(),
 		ClientCapabilities: ss.state.ClientCapabilities,
 		Initialized:        true,
@@ -318,12 +320,12 @@ func (s *Server) allowListen(ctx context.Context, principal string) error {
 	return nil
 }
 
-// adoptListen takes over a parked listen stream of ss's principal with the
+// adoptListen takes over a parked listen stream of owner with the
 // acknowledged filter ack for the request id: claimed with a write-once
 // message (one claimant wins), moved from the park to id's cancel URI,
 // with its expiry extended to ttl; the stream reads its log from where the parked
 // one stopped. It returns nil when there is none to adopt.
-func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, id json.RawMessage, ack *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
+func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner string, id json.RawMessage, ack *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
 	park := listenParkURI(ss.Principal(), ack)
 	ids, err := s.store.Subscribers(ctx, park)
 	if err != nil {
@@ -340,7 +342,7 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, id json.Raw
 		if err != nil {
 			return nil, fmt.Errorf("reading a parked listen stream: %w", err)
 		}
-		if st.Principal != listenPrincipal(ss.Principal()) {
+		if st.Principal != listenPrincipal(owner) {
 			continue // not one of this principal's streams
 		}
 		// The claim names the session's version, which each park
@@ -462,7 +464,8 @@ func (l *listenStream) refresh(ctx context.Context) {
 // chores is how long until the stream's own upkeep is due, which a
 // stream woken only by the watcher must wake for by itself: the backing
 // session's refresh (half its ttl before it expires) and, when it names
-// tasks, the next checkTaskLeases; at least a second.
+// tasks, the next checkTaskLeases; between a second and a quarter of the
+// ttl.
 func (l *listenStream) chores() time.Duration {
 	now := l.srv.opts.Now()
 	next := l.sess.state.ExpiresAt.Add(-l.ttl / 2).Sub(now)
@@ -470,8 +473,10 @@ func (l *listenStream) chores() time.Duration {
 		next = min(next, l.tasks.checked.Add(e.opts.Lease/2).Sub(now))
 	}
 	// At most once a second: a refresh that fails is tried again, not in
-	// a loop.
-	return max(next, time.Second)
+	// a loop. At least once per quarter ttl: a wake-up that finds nothing
+	// due costs no store request, and a clock that jumped (Now is
+	// injected; timers run on the monotonic clock) is noticed in time.
+	return min(max(next, time.Second), l.ttl/4)
 }
 
 // listenTTL is the expiry of a listen backing session after its stream's
@@ -518,7 +523,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 	// first, so l.close runs before streams.Done.
 	h.streams.Add(1)
 	defer h.streams.Done()
-	l, err := h.srv.openListen(ctx, ss, m.ID, f, h.listenTTL())
+	l, err := h.srv.openListen(ctx, ss, quotaPrincipal(r, ss.Principal()), m.ID, f, h.listenTTL())
 	var quota *errListenQuota
 	if errors.As(err, &quota) {
 		rateLimited(w, listenQuotaRetry, quota.Error())
