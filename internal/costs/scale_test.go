@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,8 +30,15 @@ type scaleInputs struct {
 	streams            int     // idle held streams measured on one process
 	bytesPerStream     float64 // the server's heap and stacks per idle held stream
 	cpuPerStreamSecond float64 // CPU seconds per stream-second of a process holding them
-	procReadsPerSecond float64 // store reads per second of that process (shared by its streams)
+	procReadsPerSecond float64 // store reads per second of that process's watcher (shared by its streams)
 	procWritesPerSec   float64
+	// Store requests per second of each idle held stream's own upkeep:
+	// a 2026 listen stream's backing-session refresh (counted), a 2025
+	// GET stream's session check and expiry extension (derived from
+	// their intervals, longer than the window).
+	chore2025RRU, chore2025WRU float64
+	chore2026RRU, chore2026WRU float64
+	choreDetail                string
 	// Store requests (request units on DynamoDB) of holding a stream
 	// again at the invocation deadline: a 2025 GET stream's
 	// reconnection with Last-Event-ID, a 2026 listen.
@@ -75,11 +83,14 @@ func lmiMonth(in scaleInputs, clients, perEnv int, era2025 bool) lmiFigures {
 	f.instanceCost = float64(f.instances) * lmiInstancePerHour * (1 + lmiManagementFee) * month.Hours()
 	reopens := float64(clients) * month.Seconds() / functionTimeout.Seconds()
 	rru, wru := in.reopen2026RRU, in.reopen2026WRU
+	crru, cwru := in.chore2026RRU, in.chore2026WRU
 	if era2025 {
 		rru, wru = in.reopen2025RRU, in.reopen2025WRU
+		crru, cwru = in.chore2025RRU, in.chore2025WRU
 	}
 	f.requestCost = reopens * lmiPerRequest
 	f.storeCost = reopens*(rru*dynamoPerRRU+wru*dynamoPerWRU) +
+		float64(clients)*month.Seconds()*(crru*dynamoPerRRU+cwru*dynamoPerWRU) +
 		float64(f.envs)*month.Seconds()*(in.procReadsPerSecond*dynamoPerRRU+in.procWritesPerSec*dynamoPerWRU)
 	f.dollars = f.instanceCost + f.requestCost + f.storeCost
 	return f
@@ -131,6 +142,21 @@ func cpuSeconds() float64 {
 // measures on one process (half of each era).
 const scaleStreams = 2000
 
+// scaleWindow is how long BenchmarkScaleCostModel counts the idle
+// streams' requests: longer than a listen stream's backing-session refresh
+// (one per 15 s).
+const scaleWindow = 20 * time.Second
+
+// A 2025 GET stream's own upkeep while held (pkg/mcp): a check of its
+// session per idleCheck, and an extension of the session's expiry once
+// per half MCPUSH_SESSION_TTL.
+const (
+	listenTTL         = 30 * time.Second // pkg/mcp minListenTTL: refreshed at half
+	whatIfListenTTL   = 5 * time.Minute
+	idleCheckInterval = 10 * time.Minute
+	sessionTTL        = time.Hour
+)
+
 // measureScale measures on SQLite what idle held streams cost one
 // process, as Managed Instances hold them (to the deadline): n streams,
 // half 2026-07-28 listen streams and half 2025-11-25 GET streams, opened
@@ -162,8 +188,30 @@ func measureScale(tb testing.TB, be backend, n int, window time.Duration) scaleI
 	cpu := cpuSeconds()
 	time.Sleep(window)
 	in.cpuPerStreamSecond = (cpuSeconds() - cpu) / (float64(n) * window.Seconds())
-	r, w, _ = be.tally.counts()
-	in.procReadsPerSecond, in.procWritesPerSec = float64(r)/window.Seconds(), float64(w)/window.Seconds()
+	// The watcher's reads are the process's; every other request is a
+	// stream's own upkeep: within the window only listen streams have
+	// any (their backing session's refresh).
+	secs := window.Seconds()
+	var watcherReads, choreReads, choreWrites float64
+	var detail []string
+	for op, c := range be.tally.(storeTally).c.Counts() {
+		detail = append(detail, fmt.Sprintf("%s %.1f/s", op, float64(c)/secs))
+		switch {
+		case op == "Changes" || op == "RegistryHashes":
+			watcherReads += float64(c)
+		case storecount.IsRead(op):
+			choreReads += float64(c)
+		default:
+			choreWrites += float64(c)
+		}
+	}
+	slices.Sort(detail)
+	in.choreDetail = strings.Join(detail, ", ")
+	in.procReadsPerSecond = watcherReads / secs
+	in.chore2026RRU, in.chore2026WRU = choreReads/secs/float64(n/2), choreWrites/secs/float64(n/2)
+	// A held GET stream checks its session once per idleCheckInterval
+	// and extends its expiry once per half the session TTL.
+	in.chore2025RRU, in.chore2025WRU = 1/idleCheckInterval.Seconds(), 1/(sessionTTL/2).Seconds()
 
 	path := be.path
 	other, err := sqlitestore.New(path, nil) // the ingest's own store
@@ -217,9 +265,12 @@ func BenchmarkScaleCostModel(b *testing.B) {
 	for b.Loop() {
 		idle = measureIdle(b, be, 3)
 		listen = measureListen(b, be, 2*time.Second)
-		in = measureScale(b, be, scaleStreams, 5*time.Second)
+		in = measureScale(b, be, scaleStreams, scaleWindow)
 	}
-	in.onDemand2025, in.onDemand2026 = idle.dollars, listen.dollars
+	// measureListen's window is shorter than a listen stream's refresh:
+	// add the refresh counted here.
+	in.onDemand2025 = idle.dollars
+	in.onDemand2026 = listen.dollars + month.Seconds()*(in.chore2026RRU*dynamoPerRRU+in.chore2026WRU*dynamoPerWRU)
 	in.odConcurrency2025 = idle.held.Seconds() / (idle.retry + idle.held).Seconds()
 	in.reopen2025RRU, in.reopen2025WRU = idle.rru, idle.wru
 	lats := heldclients.Latencies(in.published, in.delivery)
@@ -244,7 +295,9 @@ func scaleReport(in scaleInputs, p50, p99, maxLat time.Duration) (string, [2]flo
 	fmt.Fprintf(&sb, "| measured | value |\n|---|---|\n")
 	fmt.Fprintf(&sb, "| server memory per idle held stream (heap + stacks) | %.1f KiB |\n", in.bytesPerStream/1024)
 	fmt.Fprintf(&sb, "| CPU per stream-second of a process holding them | %.3g s (%.3g vCPU for 1,000 streams) |\n", in.cpuPerStreamSecond, 1000*in.cpuPerStreamSecond)
-	fmt.Fprintf(&sb, "| store requests per second of that process (counted) | %.1f reads, %.1f writes |\n", in.procReadsPerSecond, in.procWritesPerSec)
+	fmt.Fprintf(&sb, "| store requests per second of that process's watcher (counted) | %.1f reads, %.1f writes |\n", in.procReadsPerSecond, in.procWritesPerSec)
+	fmt.Fprintf(&sb, "| store requests per second of one idle stream's upkeep | 2026 listen (counted: %s in all) %.3g reads + %.3g writes; 2025 GET %.3g reads + %.3g writes (derived: a session check per %v, an expiry extension per %v) |\n",
+		in.choreDetail, in.chore2026RRU, in.chore2026WRU, in.chore2025RRU, in.chore2025WRU, idleCheckInterval, sessionTTL/2)
 	fmt.Fprintf(&sb, "| store requests to hold a stream again at the deadline | 2025 reconnection %.2g reads + %.2g writes; 2026 listen %.2g reads + %.2g writes |\n",
 		in.reopen2025RRU, in.reopen2025WRU, in.reopen2026RRU, in.reopen2026WRU)
 	fmt.Fprintf(&sb, "| one event ingested to all %d | %d got it, %d more than once; latency p50 %v, p99 %v, max %v (ingest start to arrival) |\n",
@@ -271,6 +324,12 @@ func scaleReport(in scaleInputs, p50, p99, maxLat time.Duration) (string, [2]flo
 	be25, be26 := breakEven(in, in.onDemand2025, lmiMaxConcurrency, true), breakEven(in, in.onDemand2026, lmiMaxConcurrency, false)
 	fmt.Fprintf(&sb, "| break-even | Managed Instances cost less from %d idle 2025 clients and from %d idle 2026 listeners (at %d per environment; at %d: %d and %d) |\n",
 		be25, be26, lmiMaxConcurrency, lmiTemplateConc, breakEven(in, in.onDemand2025, lmiTemplateConc, true), breakEven(in, in.onDemand2026, lmiTemplateConc, false))
+	// What a longer listen TTL would give (not shipped): the refresh
+	// writes scale with 1/TTL.
+	longer := in
+	longer.chore2026RRU, longer.chore2026WRU = in.chore2026RRU*float64(listenTTL)/float64(whatIfListenTTL), in.chore2026WRU*float64(listenTTL)/float64(whatIfListenTTL)
+	w := lmiMonth(longer, 100_000, lmiMaxConcurrency, false)
+	fmt.Fprintf(&sb, "| projection, not shipped: 2026 listen backing sessions with a %v TTL instead of %v | Managed Instances 2026 at 100,000: $%.4f per client-month |\n", whatIfListenTTL, listenTTL, w.dollars/100_000)
 	meets := func(ok bool) string {
 		if ok {
 			return "meets"
