@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/mcpush/mcpush/internal/heldclients"
 	"github.com/mcpush/mcpush/internal/moto"
 	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/internal/testutil"
@@ -26,6 +27,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	heldclients.Main() // BenchmarkScaleCostModel's clients
 	code := m.Run()
 	moto.Stop()
 	os.Exit(code)
@@ -40,6 +42,7 @@ type backend struct {
 	unit  string // what one counted request is
 	// The counted requests that read a session and the registry hashes.
 	sessionRead, registryRead string
+	path                      string // the SQLite file, if SQLite
 }
 
 func backends(tb testing.TB) []backend {
@@ -62,8 +65,8 @@ func backends(tb testing.TB) []backend {
 		o.APIOptions = append(o.APIOptions, dt.middleware, dm.middleware)
 	})
 	return []backend{
-		{"sqlite", storecount.Wrap(sq, &st), storeTally{&st}, nil, "Store call", "GetSession", "RegistryHashes"},
-		{"dynamodb", dynamostore.New(counted, table, nil), dt, dm, "DynamoDB API call", "Query", "GetItem"},
+		{"sqlite", storecount.Wrap(sq, &st), storeTally{&st}, nil, "Store call", "GetSession", "RegistryHashes", ""},
+		{"dynamodb", dynamostore.New(counted, table, nil), dt, dm, "DynamoDB API call", "Query", "GetItem", ""},
 	}
 }
 

@@ -8,5 +8,9 @@
 // benchmarks time a tools/call on both stores and print the cost model
 // (BenchmarkCostModel: dollars per idle client-month, per 1,000 events to
 // 1, 100 and 10,000 subscribers, per million tools/call, and Lambda
-// concurrency per client).
+// concurrency per client) and the cost model at scale
+// (BenchmarkScaleCostModel: dollars per idle client-month at 1,000,
+// 100,000 and 1,000,000 clients on on-demand Lambda and on Lambda Managed
+// Instances, from the measured memory, CPU and counted store requests of
+// idle held streams, and the break-even point between them).
 package costs

@@ -32,3 +32,25 @@ func idleMonth(retry, held time.Duration, rru, wru float64) (dollars, invocation
 	invocations = float64(month) / float64(retry+held)
 	return invocations * cycleCost(held, rru, wru), invocations
 }
+
+// Lambda Managed Instances, us-east-1, checked on 2026-11-24: the EC2
+// on-demand price of the instance (m7g.large, Graviton3, 2 vCPU and
+// 8 GiB, Linux: $0.0816 an hour, aws.amazon.com/ec2/pricing/on-demand),
+// plus the compute management fee of 15 % of that on-demand price, plus
+// $0.20 per million requests (aws.amazon.com/lambda/pricing). A capacity
+// provider runs three instances at least, for Availability Zone
+// resiliency (docs.aws.amazon.com/lambda/latest/dg/lambda-managed-instances-scaling.html).
+const (
+	lmiPricesChecked   = "2026-11-24"
+	lmiInstanceType    = "m7g.large"
+	lmiInstancePerHour = 0.0816 // $ EC2 on-demand
+	lmiInstanceVCPU    = 2
+	lmiManagementFee   = 0.15       // of the EC2 on-demand price
+	lmiPerRequest      = 0.20 / 1e6 // $ per invocation
+	lmiMinInstances    = 3          // AZ resiliency
+	lmiEnvVCPU         = 1          // template ManagedMemorySize 2048 MB: 2 GiB per vCPU
+	lmiEnvMemory       = 2048 << 20 // bytes
+	lmiMaxConcurrency  = 1600       // the most PerExecutionEnvironmentMaxConcurrency allows
+	lmiTemplateConc    = 256        // template.yaml's default
+	functionTimeout    = 900 * time.Second
+)

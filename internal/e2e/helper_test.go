@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mcpush/mcpush/internal/heldclients"
 	"github.com/mcpush/mcpush/internal/moto"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 // TestMain lets the test binary double as a tiny stand-in server process
 // (E2E_HELPER=server), so the harness can be tested without mcpush itself.
 func TestMain(m *testing.M) {
+	heldclients.Main() // BenchmarkHeldStreamsLoad's clients
 	if os.Getenv("E2E_HELPER") == "server" {
 		os.Exit(helperServer())
 	}
