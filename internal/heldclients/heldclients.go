@@ -1,12 +1,14 @@
-// Package heldclients holds many idle MCP streams open from a child
-// process, for the benchmarks that measure what idle held streams cost a
-// server (internal/costs BenchmarkScaleCostModel, internal/e2e
-// BenchmarkHeldStreamsLoad): 2025-11-25 sessions subscribed to a resource
-// with their GET stream open (resumed with Last-Event-ID when the server
-// ends it), and 2026-07-28 subscriptions/listen streams.
+// Package heldclients holds many idle MCP streams open, for the tests
+// and benchmarks that measure what idle held streams cost a server
+// (internal/costs BenchmarkScaleCostModel, internal/e2e
+// BenchmarkHeldStreamsLoad, pkg/mcp TestIdleHeldStreamReads) and check
+// what they get (pkg/mcp TestHeldStreamsAtScale): 2025-11-25 sessions
+// subscribed to a resource with their GET stream open (resumed with
+// Last-Event-ID when the server ends it), and 2026-07-28
+// subscriptions/listen streams. Open opens them in the calling process.
 //
-// The clients run in a process of their own so that their memory and
-// sockets are not the server's: the benchmark starts its own test binary
+// Or the clients run in a process of their own so that their memory and
+// sockets are not the server's: the test starts its own test binary
 // again with Start; that binary's TestMain calls Main first, which runs
 // the clients when the environment asks for them.
 //
@@ -174,13 +176,100 @@ func (c *Child) Stop() {
 	}
 }
 
-// stream is one held stream as its client sees it.
-type stream struct {
+// Stream is one held stream as its client sees it: a 2025-11-25 session
+// with its GET stream (resumed with Last-Event-ID when the server ends
+// it), or a 2026-07-28 subscriptions/listen stream.
+type Stream struct {
 	mu       sync.Mutex
-	updated  int
-	first    time.Time
+	rec      Record
 	opened   chan struct{}
 	openOnce sync.Once
+}
+
+// Record is what a stream got so far.
+type Record struct {
+	Updated int         // notifications/resources/updated received
+	Seqs    []int64     // sequences of the events' notifications/message (2025)
+	First   time.Time   // when the first notifications/resources/updated arrived
+	Last    time.Time   // when the last resources/updated or notifications/message arrived
+	Ends    []time.Time // when the server ended the GET stream by itself
+}
+
+// Record returns a copy of what s got so far.
+func (s *Stream) Record() Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rec
+	r.Seqs = slices.Clone(r.Seqs)
+	r.Ends = slices.Clone(r.Ends)
+	return r
+}
+
+// Opened is closed once the stream sent its first event.
+func (s *Stream) Opened() <-chan struct{} { return s.opened }
+
+// OpenOptions say what streams Open opens.
+type OpenOptions struct {
+	URLs       []string         // MCP endpoints; stream i uses URLs[i%len(URLs)]
+	URI        string           // the resource every stream subscribes to
+	N          int              // streams
+	Era2025    func(i int) bool // whether stream i is a 2025-11-25 GET stream (else a 2026-07-28 listen stream)
+	Concurrent int              // streams opening at a time
+	Relisten   bool             // listen again when the server ends a listen stream; otherwise that is an error
+}
+
+// Open opens the streams of o in this process. They run until ctx ends;
+// wait waits for them. errf is told of every error.
+func Open(ctx context.Context, errf func(format string, args ...any), o OpenOptions) (streams []*Stream, wait func()) {
+	var wg sync.WaitGroup
+	streams = make([]*Stream, o.N)
+	sem := make(chan struct{}, o.Concurrent)
+	for i := range streams {
+		s := &Stream{opened: make(chan struct{})}
+		streams[i] = s
+		url := o.URLs[i%len(o.URLs)]
+		wg.Go(func() {
+			sem <- struct{}{}
+			go func() {
+				select {
+				case <-s.opened:
+				case <-ctx.Done():
+				}
+				<-sem
+			}()
+			if o.Era2025(i) {
+				s.getStream(ctx, errf, url, o.URI)
+			} else {
+				s.listen(ctx, errf, url, o.URI, i+1, o.Relisten)
+			}
+		})
+	}
+	return streams, wg.Wait
+}
+
+// WaitOpen waits until every stream sent its first event.
+func WaitOpen(streams []*Stream, limit time.Duration) error {
+	deadline := time.After(limit)
+	for i, s := range streams {
+		select {
+		case <-s.opened:
+		case <-deadline:
+			return fmt.Errorf("stream %d of %d did not open within %v", i, len(streams), limit)
+		}
+	}
+	return nil
+}
+
+// eraOf returns which streams of era ("2025", "2026" or "both": the even
+// ones) are 2025-11-25 GET streams.
+func eraOf(era string) func(i int) bool {
+	switch era {
+	case "2025":
+		return func(int) bool { return true }
+	case "2026":
+		return func(int) bool { return false }
+	}
+	return func(i int) bool { return i%2 == 0 }
 }
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
@@ -188,18 +277,9 @@ var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, Di
 func run() int {
 	RaiseFileLimit()
 	n, _ := strconv.Atoi(os.Getenv(envN))
-	urls := strings.Split(os.Getenv(envURLs), ",")
-	uri := os.Getenv(envURI)
 	wait, err := time.ParseDuration(os.Getenv(envWait))
 	if err != nil {
 		wait = 30 * time.Second
-	}
-	era2025 := func(i int) bool { return i%2 == 0 }
-	switch os.Getenv(envEra) {
-	case "2025":
-		era2025 = func(int) bool { return true }
-	case "2026":
-		era2025 = func(int) bool { return false }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -210,30 +290,11 @@ func run() int {
 		default:
 		}
 	}
-	streams := make([]*stream, n)
-	sem := make(chan struct{}, 100)
-	var wg sync.WaitGroup
-	for i := range streams {
-		s := &stream{opened: make(chan struct{})}
-		streams[i] = s
-		url := urls[i%len(urls)]
-		wg.Go(func() {
-			sem <- struct{}{}
-			go func() {
-				select {
-				case <-s.opened:
-				case <-ctx.Done():
-				}
-				<-sem
-			}()
-			if era2025(i) {
-				s.getStream(ctx, errf, url, uri)
-			} else {
-				s.listen(ctx, errf, url, uri, i+1)
-			}
-		})
-	}
-	defer func() { cancel(); wg.Wait() }()
+	streams, waitStreams := Open(ctx, errf, OpenOptions{
+		URLs: strings.Split(os.Getenv(envURLs), ","), URI: os.Getenv(envURI), N: n,
+		Era2025: eraOf(os.Getenv(envEra)), Concurrent: 100, Relisten: true,
+	})
+	defer func() { cancel(); waitStreams() }()
 	deadline := time.After(5 * time.Minute)
 	for _, s := range streams {
 		select {
@@ -254,10 +315,10 @@ func run() int {
 	count := func() (got, dup int) {
 		for _, s := range streams {
 			s.mu.Lock()
-			if s.updated >= 1 {
+			if s.rec.Updated >= 1 {
 				got++
 			}
-			if s.updated > 1 {
+			if s.rec.Updated > 1 {
 				dup++
 			}
 			s.mu.Unlock()
@@ -284,8 +345,8 @@ func run() int {
 	var at []int64
 	for _, s := range streams {
 		s.mu.Lock()
-		if !s.first.IsZero() {
-			at = append(at, s.first.UnixNano())
+		if !s.rec.First.IsZero() {
+			at = append(at, s.rec.First.UnixNano())
 		}
 		s.mu.Unlock()
 	}
@@ -298,24 +359,34 @@ func run() int {
 	return 0
 }
 
-func (s *stream) got(data string) {
+func (s *Stream) got(data string) {
 	var m struct {
 		Method string `json:"method"`
+		Params struct {
+			Data struct {
+				Sequence int64 `json:"sequence"`
+			} `json:"data"`
+		} `json:"params"`
 	}
 	json.Unmarshal([]byte(data), &m)
-	if m.Method != "notifications/resources/updated" {
-		return
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.updated++
-	if s.first.IsZero() {
-		s.first = time.Now()
+	switch m.Method {
+	case "notifications/resources/updated":
+		s.rec.Updated++
+		s.rec.Last = time.Now()
+		if s.rec.First.IsZero() {
+			s.rec.First = s.rec.Last
+		}
+	case "notifications/message":
+		s.rec.Seqs = append(s.rec.Seqs, m.Params.Data.Sequence)
+		s.rec.Last = time.Now()
 	}
 }
 
-// readSSE reads one SSE response and returns the last event id.
-func (s *stream) readSSE(resp *http.Response) string {
+// readSSE reads one SSE response, handing each data line to s, and
+// returns the last event id.
+func (s *Stream) readSSE(resp *http.Response) string {
 	defer resp.Body.Close()
 	last := ""
 	sc := bufio.NewScanner(resp.Body)
@@ -356,7 +427,7 @@ func post(ctx context.Context, url, sid, body string) error {
 
 // getStream runs a 2025-11-25 client: initialize, subscribe to uri, and
 // its GET stream, resumed after each end until ctx ends.
-func (s *stream) getStream(ctx context.Context, errf func(string, ...any), url, uri string) {
+func (s *Stream) getStream(ctx context.Context, errf func(string, ...any), url, uri string) {
 	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"heldclients","version":"1"}}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -404,14 +475,18 @@ func (s *stream) getStream(ctx context.Context, errf func(string, ...any), url, 
 			last = id
 		}
 		if ctx.Err() == nil {
+			s.mu.Lock()
+			s.rec.Ends = append(s.rec.Ends, time.Now())
+			s.mu.Unlock()
 			time.Sleep(time.Second) // the retry interval
 		}
 	}
 }
 
 // listen runs a 2026-07-28 subscriptions/listen stream on uri until ctx
-// ends, listening again if the server ends it.
-func (s *stream) listen(ctx context.Context, errf func(string, ...any), url, uri string, id int) {
+// ends. If the server ends it, it listens again if relisten, and is an
+// error if not.
+func (s *Stream) listen(ctx context.Context, errf func(string, ...any), url, uri string, id int, relisten bool) {
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[%q]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, id, uri)
 	for ctx.Err() == nil {
 		req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
@@ -432,5 +507,9 @@ func (s *stream) listen(ctx context.Context, errf func(string, ...any), url, uri
 			return
 		}
 		s.readSSE(resp)
+		if !relisten && ctx.Err() == nil {
+			errf("listen stream %d ended by itself", id)
+			return
+		}
 	}
 }

@@ -1,25 +1,19 @@
 package mcp_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/mcpush/mcpush/internal/heldclients"
 	"github.com/mcpush/mcpush/internal/moto"
 	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/internal/testenv"
@@ -31,9 +25,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if url := os.Getenv("MCPUSH_HELD_CLIENTS"); url != "" {
-		os.Exit(runHeldClients(url))
-	}
+	heldclients.Main() // TestIdleHeldStreamReads's clients
 	code := m.Run()
 	moto.Stop()
 	os.Exit(code)
@@ -109,207 +101,6 @@ func publish(t *testing.T, st notify.Store, topic, id string, data any) {
 	}
 }
 
-// heldClient is one held stream as a client sees it: a 2025-11-25 session
-// with its GET stream (resumed with Last-Event-ID when the server ends
-// it), or a 2026-07-28 subscriptions/listen stream.
-type heldClient struct {
-	mu       sync.Mutex
-	updated  int     // notifications/resources/updated received
-	seqs     []int64 // sequences of the events' notifications/message (2025)
-	lastAt   time.Time
-	ends     []time.Time // when the server ended the stream by itself
-	opened   chan struct{}
-	openOnce sync.Once
-}
-
-func (c *heldClient) got(data string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var m struct {
-		Method string `json:"method"`
-		Params struct {
-			Data struct {
-				Sequence int64 `json:"sequence"`
-			} `json:"data"`
-		} `json:"params"`
-	}
-	json.Unmarshal([]byte(data), &m)
-	switch m.Method {
-	case "notifications/resources/updated":
-		c.updated++
-		c.lastAt = time.Now()
-	case "notifications/message":
-		c.seqs = append(c.seqs, m.Params.Data.Sequence)
-		c.lastAt = time.Now()
-	}
-}
-
-// readSSE reads one SSE response, handing each data line to c, and
-// returns the last event id.
-func (c *heldClient) readSSE(resp *http.Response) string {
-	defer resp.Body.Close()
-	last := ""
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if v, ok := strings.CutPrefix(line, "id: "); ok {
-			last = v
-		}
-		if v, ok := strings.CutPrefix(line, "data: "); ok {
-			c.openOnce.Do(func() { close(c.opened) })
-			if v != "" {
-				c.got(v)
-			}
-		}
-	}
-	return last
-}
-
-// heldPost posts one JSON-RPC message of a 2025-11-25 session.
-func heldPost(ctx context.Context, url, sid, body string) (*http.Response, error) {
-	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode/100 != 2 {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%s: %d", body, resp.StatusCode)
-	}
-	return resp, nil
-}
-
-// getStream runs a 2025-11-25 client: initialize, subscribe to uri, and
-// its GET stream, resumed after each end until ctx ends.
-func (c *heldClient) getStream(ctx context.Context, errf func(string, ...any), url, uri string) {
-	resp, err := heldPost(ctx, url, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"held","version":"1"}}}`)
-	if err != nil {
-		errf("initialize: %v", err)
-		return
-	}
-	resp.Body.Close()
-	sid := resp.Header.Get("Mcp-Session-Id")
-	for _, body := range []string{`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-		`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"` + uri + `"}}`} {
-		resp, err := heldPost(ctx, url, sid, body)
-		if err != nil {
-			errf("%v", err)
-			return
-		}
-		resp.Body.Close()
-	}
-	last := ""
-	for ctx.Err() == nil {
-		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Mcp-Session-Id", sid)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		if last != "" {
-			req.Header.Set("Last-Event-ID", last)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return // ctx ended
-		}
-		if resp.StatusCode != 200 {
-			resp.Body.Close()
-			errf("GET stream: %d", resp.StatusCode)
-			return
-		}
-		if id := c.readSSE(resp); id != "" {
-			last = id
-		}
-		if ctx.Err() == nil {
-			c.mu.Lock()
-			c.ends = append(c.ends, time.Now())
-			c.mu.Unlock()
-			time.Sleep(time.Second) // the retry interval
-		}
-	}
-}
-
-// listen runs a 2026-07-28 client's subscriptions/listen stream on uri
-// until ctx ends.
-func (c *heldClient) listen(ctx context.Context, errf func(string, ...any), url, uri string, id int) {
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":[%q]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, id, uri)
-	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return
-	}
-	if resp.StatusCode != 200 {
-		resp.Body.Close()
-		errf("listen: %d", resp.StatusCode)
-		return
-	}
-	c.readSSE(resp)
-	if ctx.Err() == nil {
-		errf("listen stream %d ended by itself", id)
-	}
-}
-
-// openHeld opens n held streams on url, all subscribed to uri: the even
-// ones 2025-11-25 GET streams, the odd ones listen streams, at most
-// concurrent opening at a time. They run until ctx ends; wait waits for
-// them.
-func openHeld(ctx context.Context, errf func(string, ...any), url, uri string, n, concurrent int, era2025 func(i int) bool) (clients []*heldClient, wait func()) {
-	var wg sync.WaitGroup
-	clients = make([]*heldClient, n)
-	sem := make(chan struct{}, concurrent)
-	for i := range clients {
-		c := &heldClient{opened: make(chan struct{})}
-		clients[i] = c
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			go func() {
-				select {
-				case <-c.opened:
-				case <-ctx.Done():
-				}
-				<-sem
-			}()
-			if era2025(i) {
-				c.getStream(ctx, errf, url, uri)
-			} else {
-				c.listen(ctx, errf, url, uri, i+1)
-			}
-		}()
-	}
-	return clients, wg.Wait
-}
-
-// waitOpen waits until every client's stream sent its first event.
-func waitOpen(clients []*heldClient, limit time.Duration) error {
-	deadline := time.After(limit)
-	for i, c := range clients {
-		select {
-		case <-c.opened:
-		case <-deadline:
-			return fmt.Errorf("stream %d of %d did not open within %v", i, len(clients), limit)
-		}
-	}
-	return nil
-}
-
-// gotOne reports whether c got at least one resources/updated.
-func gotOne(c *heldClient) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.updated >= 1
-}
-
 // TestHeldStreamsAtScale is the regression test of issue 17's stuck
 // streams: hundreds of held streams opened concurrently on one process
 // (half 2025-11-25 GET streams, half 2026-07-28 listen streams, all on
@@ -335,9 +126,10 @@ func TestHeldStreamsAtScale(t *testing.T) {
 			uri := ingest.EventURI(topic)
 			ctx, cancel := context.WithCancel(context.Background())
 			opening := time.Now()
-			clients, wait := openHeld(ctx, t.Errorf, url, uri, 2*perEra, 50, func(i int) bool { return i < perEra })
+			clients, wait := heldclients.Open(ctx, t.Errorf, heldclients.OpenOptions{URLs: []string{url}, URI: uri, N: 2 * perEra,
+				Era2025: func(i int) bool { return i < perEra }, Concurrent: 50})
 			defer func() { cancel(); wait() }()
-			if err := waitOpen(clients, 60*time.Second); err != nil {
+			if err := heldclients.WaitOpen(clients, 60*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("%s: %d streams open after %v", hs.name, len(clients), time.Since(opening).Round(time.Millisecond))
@@ -348,11 +140,7 @@ func TestHeldStreamsAtScale(t *testing.T) {
 			publish(t, ingestStore, topic, topic+"-1", 1)
 			publish(t, ingestStore, topic, topic+"-2", 2)
 			t.Logf("%s: published after %v", hs.name, time.Since(start).Round(time.Millisecond))
-			done := func(c *heldClient) bool {
-				c.mu.Lock()
-				defer c.mu.Unlock()
-				return c.updated >= 2
-			}
+			done := func(c *heldclients.Stream) bool { return c.Record().Updated >= 2 }
 			for time.Since(start) < 60*time.Second && !all(clients, done) {
 				time.Sleep(50 * time.Millisecond)
 			}
@@ -361,10 +149,9 @@ func TestHeldStreamsAtScale(t *testing.T) {
 			// hold), or well past the hold.
 			counter.Reset()
 			waitEnd := time.Now()
-			ended := func(c *heldClient) bool {
-				c.mu.Lock()
-				defer c.mu.Unlock()
-				return len(c.ends) > 0 && c.ends[len(c.ends)-1].After(c.lastAt)
+			ended := func(c *heldclients.Stream) bool {
+				r := c.Record()
+				return len(r.Ends) > 0 && r.Ends[len(r.Ends)-1].After(r.Last)
 			}
 			for time.Since(waitEnd) < hold+5*time.Second && !all(clients[:perEra], ended) {
 				time.Sleep(100 * time.Millisecond)
@@ -374,28 +161,27 @@ func TestHeldStreamsAtScale(t *testing.T) {
 			wait()
 			var stuck []int
 			for i, c := range clients {
-				c.mu.Lock()
+				r := c.Record()
 				var ended time.Time // the first end after the last event
-				for _, e := range c.ends {
-					if e.After(c.lastAt) {
+				for _, e := range r.Ends {
+					if e.After(r.Last) {
 						ended = e
 						break
 					}
 				}
 				switch {
-				case c.updated != 2:
+				case r.Updated != 2:
 					stuck = append(stuck, i)
-					t.Errorf("stream %d (%s) got %d resources/updated, want 2 (exactly once each)", i, era(i, perEra), c.updated)
-				case i < perEra && !slices.Equal(c.seqs, []int64{1, 2}):
-					t.Errorf("GET stream %d got event sequences %v, want [1 2]", i, c.seqs)
+					t.Errorf("stream %d (%s) got %d resources/updated, want 2 (exactly once each)", i, era(i, perEra), r.Updated)
+				case i < perEra && !slices.Equal(r.Seqs, []int64{1, 2}):
+					t.Errorf("GET stream %d got event sequences %v, want [1 2]", i, r.Seqs)
 				case i < perEra && ended.IsZero():
 					t.Errorf("GET stream %d did not end after its last event; want an end at its hold %v", i, hold)
-				case i < perEra && ended.Before(c.lastAt.Add(hold-500*time.Millisecond)):
-					t.Errorf("GET stream %d ended %v after its last event, before its hold %v", i, ended.Sub(c.lastAt), hold)
-				case i < perEra && ended.After(c.lastAt.Add(hold+2*time.Second)):
-					t.Errorf("GET stream %d ended %v after its last event; want its hold %v", i, ended.Sub(c.lastAt), hold)
+				case i < perEra && ended.Before(r.Last.Add(hold-500*time.Millisecond)):
+					t.Errorf("GET stream %d ended %v after its last event, before its hold %v", i, ended.Sub(r.Last), hold)
+				case i < perEra && ended.After(r.Last.Add(hold+2*time.Second)):
+					t.Errorf("GET stream %d ended %v after its last event; want its hold %v", i, ended.Sub(r.Last), hold)
 				}
-				c.mu.Unlock()
 			}
 			t.Logf("%s: %d streams (%d per era): every event on every stream within %v; %d not delivered",
 				hs.name, len(clients), perEra, delivered.Round(time.Millisecond), len(stuck))
@@ -451,22 +237,7 @@ func measureIdleHeld(t *testing.T, n int, era string, window time.Duration) held
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "MCPUSH_HELD_CLIENTS="+url, "MCPUSH_HELD_N="+strconv.Itoa(n), "MCPUSH_HELD_URI="+ingest.EventURI(topic), "MCPUSH_HELD_ERA="+era)
-	cmd.Stderr = os.Stderr
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); cmd.Wait() }()
-	lines := bufio.NewScanner(stdout)
-	expect := func(want string) {
-		if !lines.Scan() || lines.Text() != want {
-			t.Fatalf("n=%d: the clients said %q (%v), want %q", n, lines.Text(), lines.Err(), want)
-		}
-	}
-	expect("open")
+	child := heldclients.Start(t, heldclients.Options{URLs: []string{url}, N: n, Era: era, URI: ingest.EventURI(topic), Wait: time.Minute}, 2*time.Minute)
 	time.Sleep(2 * time.Second) // idle: the watcher reads at its idle pace
 	runtime.GC()
 	var after runtime.MemStats
@@ -488,46 +259,15 @@ func measureIdleHeld(t *testing.T, n int, era string, window time.Duration) held
 	defer ingestStore.Close()
 	start := time.Now()
 	publish(t, ingestStore, topic, topic+"-1", 1)
-	expect("delivered")
-	f.deliveredIn = time.Since(start)
+	d, err := child.Delivered()
+	if err != nil {
+		t.Fatalf("n=%d: %v", n, err)
+	}
+	if d.Got != n {
+		t.Fatalf("n=%d: the event reached %d of the streams within a minute of its first arrival", n, d.Got)
+	}
+	f.deliveredIn = heldclients.Percentile(heldclients.Latencies(start, d), 100)
 	return f
-}
-
-// runHeldClients is the child process of measureIdleHeld: it opens the
-// streams, says "open", then "delivered" once every stream got an event
-// (or why not), and ends when its stdin closes.
-func runHeldClients(url string) int {
-	n, _ := strconv.Atoi(os.Getenv("MCPUSH_HELD_N"))
-	ctx, cancel := context.WithCancel(context.Background())
-	errf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-	era2025 := func(i int) bool { return i%2 == 0 }
-	switch os.Getenv("MCPUSH_HELD_ERA") {
-	case "2025":
-		era2025 = func(int) bool { return true }
-	case "2026":
-		era2025 = func(int) bool { return false }
-	}
-	clients, wait := openHeld(ctx, errf, url, os.Getenv("MCPUSH_HELD_URI"), n, 100, era2025)
-	defer func() { cancel(); wait() }()
-	if err := waitOpen(clients, 2*time.Minute); err != nil {
-		fmt.Println(err)
-		return 1
-	}
-	fmt.Println("open")
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		cancel()
-	}()
-	for !all(clients, gotOne) {
-		select {
-		case <-ctx.Done():
-			return 0
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	fmt.Println("delivered")
-	<-ctx.Done()
-	return 0
 }
 
 // TestIdleHeldStreamReads: the store reads of N idle held streams on one
