@@ -25,16 +25,7 @@ import (
 func openListen(t *testing.T, ctx context.Context, url, id, filter string) (*http.Response, []byte) {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":"` + id + `","method":"subscriptions/listen","params":{"notifications":` + filter + `,` + meta2026(`{}`) + `}}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for h := headers2026("subscriptions/listen", ""); len(h) > 0; h = h[2:] {
-		req.Header.Set(h[0], h[1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := postListen(t, ctx, url, body)
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)

@@ -344,16 +344,29 @@ func listenStream(t *testing.T, ctx context.Context, url, filter string) <-chan 
 func listenStreamID(t *testing.T, ctx context.Context, url, id, filter string) <-chan map[string]any {
 	t.Helper()
 	body := `{"jsonrpc":"2.0","id":"` + id + `","method":"subscriptions/listen","params":{"notifications":` + filter + `,` + meta2026(`{}`) + `}}`
+	return streamMessages(t, postListen(t, ctx, url, body))
+}
+
+// postListen posts the subscriptions/listen request body to url with the
+// 2026 headers and any extra header pairs (name, value, ...).
+func postListen(t *testing.T, ctx context.Context, url, body string, header ...string) *http.Response {
+	t.Helper()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	for h := headers2026("subscriptions/listen", ""); len(h) > 0; h = h[2:] {
+	for h := append(headers2026("subscriptions/listen", ""), header...); len(h) > 1; h = h[2:] {
 		req.Header.Set(h[0], h[1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+// streamMessages sends the JSON messages of resp's SSE body on the
+// returned channel, closed when the body ends.
+func streamMessages(t *testing.T, resp *http.Response) <-chan map[string]any {
 	out := make(chan map[string]any, 100)
 	go func() {
 		defer close(out)

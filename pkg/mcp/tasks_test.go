@@ -307,30 +307,7 @@ func listenTasks(t *testing.T, ctx context.Context, url, who string, ids ...stri
 	t.Helper()
 	b, _ := json.Marshal(ids)
 	body := `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{"notifications":{"taskIds":` + string(b) + `},` + meta2026(tasksCaps) + `}}`
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("X-Principal", who)
-	for h := headers2026("subscriptions/listen", ""); len(h) > 0; h = h[2:] {
-		req.Header.Set(h[0], h[1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make(chan map[string]any, 100)
-	go func() {
-		defer close(out)
-		defer resp.Body.Close()
-		readEvents(t, resp.Body, func(ev sseEvent) bool {
-			var m map[string]any
-			if json.Unmarshal([]byte(ev.data), &m) == nil {
-				out <- m
-			}
-			return false
-		})
-	}()
-	return out
+	return streamMessages(t, postListen(t, ctx, url, body, "X-Principal", who))
 }
 
 // TestTaskPush: a listen stream naming a task gets notifications/tasks
