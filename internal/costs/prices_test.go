@@ -1,6 +1,13 @@
 package costs
 
-import "time"
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
 
 // Prices are AWS on-demand list prices in us-east-1, as published on
 // aws.amazon.com/lambda/pricing and aws.amazon.com/dynamodb/pricing
@@ -51,6 +58,23 @@ const (
 	lmiEnvVCPU         = 1          // template ManagedMemorySize 2048 MB: 2 GiB per vCPU
 	lmiEnvMemory       = 2048 << 20 // bytes
 	lmiMaxConcurrency  = 1600       // the most PerExecutionEnvironmentMaxConcurrency allows
-	lmiTemplateConc    = 256        // template.yaml's default
+	lmiTemplateConc    = 1600       // template.yaml's default (TestTemplateConcurrency)
 	functionTimeout    = 900 * time.Second
 )
+
+// TestTemplateConcurrency keeps lmiTemplateConc, which the scale cost
+// model prices, equal to template.yaml's PerExecutionEnvironmentMaxConcurrency
+// default, and within what Lambda allows.
+func TestTemplateConcurrency(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^  PerExecutionEnvironmentMaxConcurrency:\n    Type: Number\n    Default: (\d+)\n`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("template.yaml: no PerExecutionEnvironmentMaxConcurrency parameter with a Default")
+	}
+	if got, _ := strconv.Atoi(string(m[1])); got != lmiTemplateConc || got > lmiMaxConcurrency {
+		t.Errorf("template.yaml's PerExecutionEnvironmentMaxConcurrency default is %s; the cost model prices %d (at most %d)", m[1], lmiTemplateConc, lmiMaxConcurrency)
+	}
+}
