@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/mcpush/mcpush/internal/heldclients"
 	"github.com/mcpush/mcpush/internal/moto"
 	"github.com/mcpush/mcpush/internal/storecount"
@@ -82,6 +81,23 @@ func heldServer(t *testing.T, st notify.Store, hold time.Duration, opts ...func(
 		func(context.Context, *mcp.ServerRequest[*mcp.ReadResourceParams]) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{}, nil
 		})
+	// TestHeldStreamWakeups's tools: one that waits for the client's
+	// answer to a sampling request, one that runs until cancelled.
+	mcp.AddTool(srv, &mcp.Tool{Name: "ask"}, func(ctx context.Context, req *mcp.CallToolRequest, in struct{}) (*mcp.CallToolResult, any, error) {
+		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "model said " + string(res.Content)}}}, nil, nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "block"}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Minute):
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "not cancelled"}}}, nil
+		}
+	})
 	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, StreamHold: hold})
 	ts := httptest.NewServer(h)
 	t.Cleanup(func() { ts.Close(); h.Close() })
@@ -90,15 +106,9 @@ func heldServer(t *testing.T, st notify.Store, hold time.Duration, opts ...func(
 
 // publish ingests one event on topic through st, as the SNS ingest does.
 func publish(t *testing.T, st notify.Store, topic, id string, data any) {
+	t.Helper()
 	msg, _ := json.Marshal(map[string]any{"type": "event", "topic": topic, "data": data})
-	sum, err := ingest.New(st, nil).Handle(context.Background(), events.SNSEvent{Records: []events.SNSEventRecord{{
-		EventVersion: "1.0", EventSource: "aws:sns",
-		SNS: events.SNSEntity{Type: "Notification", MessageID: id, TopicArn: "arn:aws:sns:us-east-1:123456789012:mcpush-events",
-			Timestamp: time.Now(), Message: string(msg), SignatureVersion: "1"},
-	}}})
-	if err != nil || sum.Accepted != 1 {
-		t.Fatalf("ingest %s: %+v, %v", id, sum, err)
-	}
+	ingestRaw(t, st, id, string(msg))
 }
 
 // TestHeldStreamsAtScale is the regression test of issue 17's stuck

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,12 +16,13 @@ import (
 // while a stream it serves is active (within StreamHold of its start or
 // last message, or held without StreamHold), else once per
 // idleWatchInterval, whatever the number of streams, and wakes the streams of the sessions
-// it names; a change of the dynamic registries wakes every stream. A
-// woken stream reads its session and log as a poll did. An idle stream
-// thus costs no store read of its own but one check per idleCheck (its
-// session's expiry and existence), and N idle streams cost about
-// 1/idleWatchInterval + N/idleCheck reads per second (plus the registry
-// hashes once per idleRegistryAge).
+// it names; a change of the dynamic registries (the feed names it:
+// notify.RegistryChanged) wakes every stream. A woken stream reads its
+// session and log as a poll did. An idle stream thus costs no store read
+// of its own but one check per idleCheck (its session's expiry and
+// existence), and N idle streams cost about 1/PollInterval (all idle:
+// 1/idleWatchInterval) + N/idleCheck reads per second, plus a read of the
+// registry hashes per registry change and per registryFallbackAge.
 //
 // The feed is a hint: a stream always reads its log from its own
 // position, so exactly-once and order come from the log, as before; a
@@ -178,23 +180,33 @@ func (w *watcher) loop(hashes map[string]string) {
 		cursor, last := w.cursor, w.lastRead
 		busy := w.alwaysBusy > 0 || time.Now().Before(w.busyUntil)
 		w.mu.Unlock()
-		interval, registryAge := s.opts.PollInterval, s.opts.RegistryRefresh
+		interval := s.opts.PollInterval
 		if !busy {
-			interval, registryAge = max(interval, idleWatchInterval), max(registryAge, idleRegistryAge)
+			interval = max(interval, idleWatchInterval)
 		}
 		t.Reset(interval)
 
 		all := false
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ids, next, err := s.store.Changes(rctx, cursor)
 		if s.opts.DynamicRegistries {
-			// This process's cached hashes, renewed in the background
-			// once per registryAge: no read of their own.
-			h, err := s.registryHashesAged(ctx, false, registryAge)
-			if err == nil && !maps.Equal(h, hashes) {
+			// A registry change is in the feed (notify.RegistryChanged):
+			// read the hashes then. Otherwise this process's cached
+			// hashes, renewed in the background once per
+			// registryFallbackAge (no read of their own): what a change
+			// that the feed did not name (an older ingest, a feed read
+			// that failed) waits for.
+			var h map[string]string
+			var herr error
+			if err == nil && slices.Contains(ids, notify.RegistryChanged) {
+				h, herr = s.readRegistryHashes(rctx)
+			} else {
+				h, herr = s.registryHashesAged(ctx, false, max(s.opts.RegistryRefresh, registryFallbackAge))
+			}
+			if herr == nil && !maps.Equal(h, hashes) {
 				hashes, all = maps.Clone(h), true
 			}
 		}
-		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ids, next, err := s.store.Changes(rctx, cursor)
 		cancel()
 		now := time.Now()
 		w.mu.Lock()
@@ -233,6 +245,13 @@ func (w *watcher) loop(hashes map[string]string) {
 		w.mu.Unlock()
 	}
 }
+
+// registryFallbackAge is how old the watcher lets this process's registry
+// hashes grow when the change feed names no registry change: the feed
+// names every change an ApplyRegistry makes (notify.RegistryChanged), so
+// this only bounds the delay of one it does not (written by an ingest
+// older than the feed's registry entries).
+const registryFallbackAge = idleRegistryAge
 
 // changeFeedStale is how old the watcher's last read may be before it
 // distrusts the feed: half of what the feed keeps.

@@ -216,7 +216,8 @@ type Store interface {
 
 	// Changes reads the change feed: the ids of the sessions whose
 	// SessionStream log grew (Append, AppendEach) or that were deleted
-	// after cursor, and the cursor to pass next time. An empty cursor
+	// after cursor, and RegistryChanged after an ApplyRegistry that
+	// applied, and the cursor to pass next time. An empty cursor
 	// starts at the feed's end: no ids, and the cursor from which later
 	// changes are reported. One read, whatever the number of sessions
 	// that stream: a process watches its streams with one reader (see

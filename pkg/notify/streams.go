@@ -15,6 +15,12 @@ const SessionStream = "g"
 // change: a reader that falls further behind gets ErrCursorExpired.
 const ChangeFeedTTL = time.Minute
 
+// RegistryChanged is the id the change feed (Store.Changes) reports after
+// an ApplyRegistry that applied a change (written in its transaction): a
+// watcher reads the registry hashes then, rather than on a timer. It is
+// no session's id.
+const RegistryChanged = "*registries"
+
 // MaxChangesRead bounds the ids one Changes call returns; a reader that
 // gets that many reads again at once.
 const MaxChangesRead = 1000

@@ -90,6 +90,7 @@ func (s *Store) ApplyRegistry(ctx context.Context, kind, op string, items map[st
 				ExpressionAttributeNames:  h.namesOrNil(),
 				ExpressionAttributeValues: h.valuesOrNil(),
 			}},
+			{Put: s.changeItem(now, []string{notify.RegistryChanged})},
 		}
 		var at attempts
 		_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}, at.option)

@@ -57,6 +57,9 @@ func (s *Store) ApplyRegistry(ctx context.Context, kind, op string, items map[st
 		if _, err := tx.StmtContext(ctx, s.st.putRegistryMessage).ExecContext(ctx, kind, messageID, exp); err != nil {
 			return err
 		}
+		if err := s.recordChange(ctx, tx, notify.RegistryChanged, nowN); err != nil {
+			return err
+		}
 		reg = &notify.Registry{Kind: kind, Hash: hash}
 		reg.Items, err = decodeItems(encoded)
 		applied = true

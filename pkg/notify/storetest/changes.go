@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 
@@ -11,7 +12,8 @@ import (
 // whose SessionStream log grew (Append, AppendEach) or that were deleted,
 // and not those of other streams' appends; a second Store on the same
 // backing database reads what the first wrote; a cursor read to the end
-// reports nothing more.
+// reports nothing more; an ApplyRegistry that applies is reported as
+// notify.RegistryChanged, and its redelivery (same message id) is not.
 func testChanges(t *testing.T, s *suite) {
 	st, dsn := s.storeDSN(t)
 	other := s.reopen(t, dsn)
@@ -43,6 +45,10 @@ func testChanges(t *testing.T, s *suite) {
 	if err := st.DeleteSession(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
+	item := map[string]json.RawMessage{"p1": json.RawMessage(`{"name":"p1"}`)}
+	if _, applied, err := st.ApplyRegistry(ctx, notify.RegistryPrompts, notify.OpPut, item, "feed-m1"); err != nil || !applied {
+		t.Fatalf("ApplyRegistry = %t, %v", applied, err)
+	}
 	var got []string
 	for range 3 { // a feed may report in more than one read
 		ids, next, err := other.Changes(ctx, cursor)
@@ -52,8 +58,11 @@ func testChanges(t *testing.T, s *suite) {
 		got, cursor = append(got, ids...), next
 	}
 	got = slices.Compact(slices.Sorted(slices.Values(got)))
-	if want := []string{"a", "b", "c", "gone"}; !slices.Equal(got, want) {
+	if want := []string{notify.RegistryChanged, "a", "b", "c", "gone"}; !slices.Equal(got, want) {
 		t.Errorf("Changes reported %q, want %q", got, want)
+	}
+	if _, applied, err := st.ApplyRegistry(ctx, notify.RegistryPrompts, notify.OpPut, item, "feed-m1"); err != nil || applied {
+		t.Fatalf("ApplyRegistry redelivered = %t, %v; want not applied", applied, err)
 	}
 	ids, _, err := other.Changes(ctx, cursor)
 	if err != nil || len(ids) != 0 {
