@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"time"
@@ -174,6 +175,7 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 	defer mark()
 	first := true // the session state is fresh: serveGET just read it
 	poll := true
+	var retry readRetry
 	for {
 		if poll {
 			var (
@@ -196,6 +198,9 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 					return // the client left, or the session was deleted
 				}
 				h.srv.log.WarnContext(ctx, "reading stream log", "session", ss.ID(), "stream", stream, "err", err)
+				retry.failed(h.srv.opts.PollInterval)
+			} else {
+				retry.succeeded()
 			}
 			if stream == getStream {
 				for _, ev := range evs {
@@ -270,6 +275,9 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 		} else {
 			next = min(next, h.srv.idleCheckEvery()-time.Since(lastPoll))
 		}
+		if d, ok := retry.wait(); ok {
+			next = min(next, d)
+		}
 		timer.Reset(max(next, 0))
 		select {
 		case <-ctx.Done():
@@ -283,7 +291,7 @@ func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *Server
 		case <-wake:
 			poll = true
 		case <-timer.C:
-			poll = wake == nil || time.Since(lastPoll) >= h.srv.idleCheckEvery()
+			poll = wake == nil || time.Since(lastPoll) >= h.srv.idleCheckEvery() || retry.due()
 		}
 	}
 }
@@ -302,7 +310,9 @@ const idleRegistryAge = 10 * time.Second
 // list_changed due into the log (from this process's cached registry
 // hashes, up to registryAge old), and reads the log only when it has
 // something after after. An idle poll is thus one read. ErrNotFound when
-// the session is gone.
+// the session is gone. A failed registry check is returned with the
+// events read: the caller delivers them and reads again (readRetry), so
+// that the list_changed it could not log is not left to its next wake-up.
 func (s *Server) pollGetLog(ctx context.Context, ss *ServerSession, after int64, fresh bool, registryAge time.Duration) ([]notify.Event, error) {
 	read := false
 	if !fresh {
@@ -321,11 +331,16 @@ func (s *Server) pollGetLog(ctx context.Context, ss *ServerSession, after int64,
 		}
 	}
 	notified := maps.Clone(ss.state.NotifiedHashes)
-	if err := s.notifyChangesAged(ctx, ss, registryAge); err != nil && ctx.Err() == nil {
-		s.log.WarnContext(ctx, "checking registry changes", "session", ss.ID(), "err", err)
+	regErr := s.notifyChangesAged(ctx, ss, registryAge)
+	if regErr != nil {
+		regErr = fmt.Errorf("checking registry changes: %w", regErr)
 	}
 	if !read && ss.state.StreamHead <= after && maps.Equal(notified, ss.state.NotifiedHashes) {
-		return nil, nil
+		return nil, regErr
 	}
-	return s.store.ReadEvents(ctx, ss.ID(), getStream, after, readBatch)
+	evs, err := s.store.ReadEvents(ctx, ss.ID(), getStream, after, readBatch)
+	if err != nil {
+		return nil, err
+	}
+	return evs, regErr
 }

@@ -426,7 +426,7 @@ func (l *listenStream) next(ctx context.Context, registryAge time.Duration) (msg
 	l.checkTaskLeases(ctx)
 	// One read when there is nothing new (see pollGetLog).
 	evs, err := l.srv.pollGetLog(ctx, l.sess, l.after, false, registryAge)
-	if err != nil {
+	if err != nil && len(evs) == 0 {
 		return nil, false, false, err
 	}
 	for _, ev := range evs {
@@ -443,7 +443,7 @@ func (l *listenStream) next(ctx context.Context, registryAge time.Duration) (msg
 		}
 		msgs = append(msgs, msg)
 	}
-	return msgs, false, len(evs) == readBatch, nil
+	return msgs, false, len(evs) == readBatch, err // err: a failed registry check
 }
 
 // refresh extends the backing session's expiry to ttl from now once less
@@ -561,6 +561,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 	idle := func() bool { return h.opts.StreamHold >= 0 && time.Since(lastActive) >= h.opts.StreamHold }
 	sw.busy(lastActive.Add(h.opts.StreamHold))
 	poll := true // an adopted stream delivers what reached it while parked
+	var retry readRetry
 	for {
 		if poll {
 			age := h.srv.opts.RegistryRefresh
@@ -571,6 +572,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 			lastPoll = time.Now()
 			switch {
 			case err == nil:
+				retry.succeeded()
 				// The backing session lives as long as the stream: extend its
 				// expiry (one write per half its ttl).
 				l.refresh(ctx)
@@ -583,6 +585,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 				return
 			default:
 				h.srv.log.WarnContext(ctx, "reading listen stream", "err", err)
+				retry.failed(h.srv.opts.PollInterval)
 			}
 			for _, msg := range msgs {
 				if sse.event("", msg) != nil {
@@ -617,6 +620,9 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		default:
 			next = min(next, h.srv.opts.PollInterval)
 		}
+		if d, ok := retry.wait(); ok {
+			next = min(next, d)
+		}
 		timer.Reset(max(next, 0))
 		select {
 		case <-ctx.Done():
@@ -634,7 +640,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		case <-wake:
 			poll = true
 		case <-timer.C:
-			poll = wake == nil || time.Since(lastPoll) >= h.srv.idleCheckEvery()
+			poll = wake == nil || time.Since(lastPoll) >= h.srv.idleCheckEvery() || retry.due()
 			if !poll {
 				l.refresh(ctx)
 				l.checkTaskLeases(ctx)

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -265,6 +266,48 @@ func (w *watcher) wake(id string) {
 	for c := range w.waiters[id] {
 		notifyChan(c)
 	}
+}
+
+// readRetry is a held stream's schedule of reads after a failed one. A
+// stream with a watcher reads its log only when woken (or once per
+// idleCheck), and a wake-up that led to a failed read is spent: without
+// a retry of its own the stream would deliver what woke it only at its
+// next check, minutes later. The retries back off from PollInterval to
+// maxReadRetry, with jitter, so that the streams of a process do not
+// retry together against a store that already fails. The zero value is
+// no retry due.
+type readRetry struct {
+	failures int
+	at       time.Time
+}
+
+// maxReadRetry caps the backoff of readRetry.
+const maxReadRetry = 10 * time.Second
+
+// failed schedules the next read after another failure.
+func (r *readRetry) failed(base time.Duration) {
+	r.failures++
+	d := min(base<<min(r.failures-1, 16), maxReadRetry)
+	d = d/2 + rand.N(d/2+1)
+	r.at = time.Now().Add(d)
+}
+
+// succeeded clears the schedule.
+func (r *readRetry) succeeded() { *r = readRetry{} }
+
+// wait returns how long until the retry is due, and whether one is
+// scheduled.
+func (r *readRetry) wait() (time.Duration, bool) {
+	if r.at.IsZero() {
+		return 0, false
+	}
+	return max(time.Until(r.at), 0), true
+}
+
+// due reports whether a scheduled retry is due.
+func (r *readRetry) due() bool {
+	d, ok := r.wait()
+	return ok && d == 0
 }
 
 // notifyChan sends on a wake-up channel without blocking.
