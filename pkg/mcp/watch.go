@@ -230,6 +230,9 @@ func (w *watcher) loop(hashes map[string]string) {
 		default:
 			w.cursor, w.lastRead = next, now
 		}
+		if slices.Contains(ids, notify.ChangesOverflow) {
+			all = true // more changed than one read reports
+		}
 		if all {
 			for _, cs := range w.waiters {
 				for c := range cs {

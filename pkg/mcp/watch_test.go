@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,5 +63,56 @@ func TestWatcherReadsFullPagesAtOnce(t *testing.T) {
 		t.Logf("woken %v after registration (poll %v)", time.Since(registered).Round(time.Millisecond), poll)
 	case <-time.After(limit - time.Since(registered)):
 		t.Fatalf("the stream of the last of %d changed sessions was not woken within %v of registration; want the feed's pages read at once after the first read (%v)", len(ids), limit, poll)
+	}
+}
+
+// overflowFeed is a store whose change feed reports ChangesOverflow once
+// armed, as dynamostore does when more sessions changed than one read
+// returns.
+type overflowFeed struct {
+	notify.Store
+	armed atomic.Bool
+}
+
+func (o *overflowFeed) Changes(ctx context.Context, cursor string) ([]string, string, error) {
+	ids, next, err := o.Store.Changes(ctx, cursor)
+	if err == nil && cursor != "" && o.armed.CompareAndSwap(true, false) {
+		ids = []string{notify.ChangesOverflow}
+	}
+	return ids, next, err
+}
+
+// TestWatcherOverflowWakesAll: a feed read that reports ChangesOverflow
+// wakes every stream the watcher serves (none of their sessions named).
+func TestWatcherOverflowWakesAll(t *testing.T) {
+	st, err := sqlitestore.New(filepath.Join(t.TempDir(), "overflow.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	feed := &overflowFeed{Store: st}
+	srv := NewServer(&Implementation{Name: "overflow", Version: "1"}, feed, &ServerOptions{PollInterval: 20 * time.Millisecond})
+	ctx := context.Background()
+	var ws []*streamWatch
+	for i := range 3 {
+		sw := srv.watch(ctx, fmt.Sprintf("overflow-%d", i), true)
+		defer sw.stop()
+		ws = append(ws, sw)
+	}
+	time.Sleep(100 * time.Millisecond) // a few quiet reads: nobody woken
+	for i, sw := range ws {
+		select {
+		case <-sw.wake:
+			t.Fatalf("stream %d woken with nothing in the feed", i)
+		default:
+		}
+	}
+	feed.armed.Store(true)
+	for i, sw := range ws {
+		select {
+		case <-sw.wake:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("stream %d not woken by a feed read that overflowed", i)
+		}
 	}
 }

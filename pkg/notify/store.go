@@ -226,7 +226,9 @@ type Store interface {
 	// change is reported after it is visible to GetSession and
 	// ReadEvents. The feed keeps a change ChangeFeedTTL: a reader that
 	// has not read for longer may have missed some, and must look at its
-	// sessions itself. At most MaxChangesRead ids per call.
+	// sessions itself. At most MaxChangesRead ids per call: the rest
+	// are reported by the next call, or the call reports
+	// ChangesOverflow instead of ids.
 	Changes(ctx context.Context, cursor string) (sessions []string, next string, err error)
 
 	// Close releases the store's resources.

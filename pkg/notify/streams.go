@@ -24,3 +24,9 @@ const RegistryChanged = "*registries"
 // MaxChangesRead bounds the ids one Changes call returns; a reader that
 // gets that many reads again at once.
 const MaxChangesRead = 1000
+
+// ChangesOverflow is what Changes reports, in place of the sessions' ids,
+// when more sessions changed since the cursor than one call returns and
+// the store cannot page through them (dynamostore): the reader must take
+// every session it watches as changed. Nothing is dropped either way.
+const ChangesOverflow = "*overflow"

@@ -82,6 +82,7 @@ func (s *Store) Changes(ctx context.Context, cursor string) (ids []string, next 
 func (s *Store) changes(ctx context.Context, start, from int64, seen map[string]bool) (ids []string, next string, err error) {
 	low := from - int64(changeOverlap)
 	var newSeen []string
+	overflow, overflowReg := false, false
 	keep := func(sk string) bool { return sk >= pad(start-int64(changeOverlap)) }
 	// Up to start's partition: an item a writer with a faster clock
 	// stamped in a later one is read once start reaches it.
@@ -107,8 +108,14 @@ func (s *Store) changes(ctx context.Context, start, from int64, seen map[string]
 				if seen[sk[21:]] {
 					continue
 				}
-				if ss, ok := it[attrIDs].(*types.AttributeValueMemberSS); ok {
+				if ss, ok := it[attrIDs].(*types.AttributeValueMemberSS); ok && overflow {
+					overflowReg = overflowReg || slices.Contains(ss.Value, notify.RegistryChanged)
+				} else if ok {
 					ids = append(ids, ss.Value...)
+					if len(ids) > 2*notify.MaxChangesRead {
+						ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+						overflow = len(ids) > notify.MaxChangesRead
+					}
 				}
 			}
 			if len(res.LastEvaluatedKey) == 0 {
@@ -118,8 +125,16 @@ func (s *Store) changes(ctx context.Context, start, from int64, seen map[string]
 		}
 	}
 	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
-	if len(ids) > notify.MaxChangesRead {
-		ids = ids[:notify.MaxChangesRead] // the rest wake at their own checks
+	if overflow || len(ids) > notify.MaxChangesRead {
+		// More than one call returns, and the window cannot be split
+		// (its items interleave across writers' clocks): the reader
+		// takes all its sessions as changed, rather than some missing
+		// their change until their own check.
+		reg := overflowReg || slices.Contains(ids, notify.RegistryChanged)
+		ids = []string{notify.ChangesOverflow}
+		if reg {
+			ids = append(ids, notify.RegistryChanged)
+		}
 	}
 	return ids, strconv.FormatInt(start, 10) + "|" + strings.Join(newSeen, ","), nil
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -70,5 +71,55 @@ func testChanges(t *testing.T, s *suite) {
 	}
 	if _, _, err := st.Changes(ctx, "not a cursor"); err == nil {
 		t.Error("Changes with a malformed cursor succeeded")
+	}
+}
+
+// testChangesMany: more changes than one Changes call returns
+// (notify.MaxChangesRead) are all reported over the calls that follow, or
+// a call reports notify.ChangesOverflow: none is dropped.
+func testChangesMany(t *testing.T, s *suite) {
+	st, dsn := s.storeDSN(t)
+	other := s.reopen(t, dsn)
+	ctx := t.Context()
+	_, cursor, err := other.Changes(ctx, "")
+	if err != nil {
+		t.Fatalf("Changes from the end: %v", err)
+	}
+	ids := make([]string, notify.MaxChangesRead+50)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("many-%05d", i)
+		createSession(t, st, ids[i])
+		appendEvents(t, st, ids[i], notify.SessionStream, "x")
+	}
+	got := map[string]bool{}
+	overflow := false
+	for range 10 {
+		read, next, err := other.Changes(ctx, cursor)
+		if err != nil {
+			t.Fatalf("Changes: %v", err)
+		}
+		if len(read) > notify.MaxChangesRead {
+			t.Errorf("one Changes call returned %d ids; want at most %d", len(read), notify.MaxChangesRead)
+		}
+		for _, id := range read {
+			got[id] = true
+		}
+		overflow = overflow || got[notify.ChangesOverflow]
+		cursor = next
+		if len(read) == 0 {
+			break
+		}
+	}
+	if overflow {
+		return // the reader takes all its sessions as changed
+	}
+	missing := 0
+	for _, id := range ids {
+		if !got[id] {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d changed sessions were never reported, and no call reported ChangesOverflow", missing, len(ids))
 	}
 }

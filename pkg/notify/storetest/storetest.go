@@ -62,6 +62,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"AppendRead", testAppendRead},
 		{"StreamHead", testStreamHead},
 		{"Changes", testChanges},
+		{"ChangesMany", testChangesMany},
 		{"AppendIdempotencyKey", testAppendIdempotencyKey},
 		{"AppendNotifiedHash", testAppendNotifiedHash},
 		{"AppendEach", testAppendEach},
