@@ -26,8 +26,11 @@ import (
 // read's start: items that became visible late, or that a writer with a
 // slower clock stamped earlier, are still read; the cursor carries the
 // tokens read within the overlap, so that none is reported twice. A
-// deleter that dies between the deletion and its put loses the hint; the
-// stream learns of it at its own next check.
+// write that may have committed more than the overlap after its item's
+// stamp (the SDK retried it, or it was slow) puts the item again, stamped
+// after the commit (lateChange). A deleter that dies between the deletion
+// and its put loses the hint; the stream learns of it at its own next
+// check.
 const (
 	changeBucket  = 10 * time.Second
 	changeOverlap = time.Second
@@ -57,7 +60,29 @@ func (s *Store) recordChange(ctx context.Context, ids ...string) {
 	if len(ids) == 0 {
 		return
 	}
-	_, _ = s.api.PutItem(context.WithoutCancel(ctx), &dynamodb.PutItemInput{TableName: s.table, Item: s.changeItem(s.now(), ids).Item})
+	// A put that itself took long may have become visible after a
+	// reader's window passed its stamp: put again, a few times at most.
+	for range 3 {
+		began := time.Now()
+		_, err := s.api.PutItem(context.WithoutCancel(ctx), &dynamodb.PutItemInput{TableName: s.table, Item: s.changeItem(s.now(), ids).Item})
+		if err != nil || time.Since(began) < changeOverlap {
+			return
+		}
+	}
+}
+
+// lateChange records the change of ids again, stamped now, after a write
+// begun at began that carried their feed item, if that item may have
+// become visible after a reader's window (changeOverlap before its
+// previous read) had moved past its stamp: when the SDK sent the write
+// more than once (retried, a throttled or lost attempt: every attempt
+// carries the first stamp), or the write took changeOverlap or more. The
+// reader's next window holds the new item; without it the streams of ids
+// would learn of their change only at their own check.
+func (s *Store) lateChange(ctx context.Context, began time.Time, retried bool, ids ...string) {
+	if retried || time.Since(began) >= changeOverlap {
+		s.recordChange(ctx, ids...)
+	}
 }
 
 // Changes implements notify.Store: one Query per partition the window

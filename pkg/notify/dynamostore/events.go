@@ -37,6 +37,17 @@ func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][
 		idemKey, cas = opts.IdempotencyKey, opts.NotifiedHash
 	}
 
+	var ( // the last transaction's attempts, and when it was sent
+		sent   *attempts
+		sentAt time.Time
+	)
+	if streamID == notify.SessionStream {
+		defer func() {
+			if err == nil && appended && sent != nil {
+				s.lateChange(ctx, sentAt, sent.retried(), sessionID)
+			}
+		}()
+	}
 	pk := sessPK(sessionID)
 	cacheKey := pk + "|" + headSK(streamID)
 	n := int64(len(data))
@@ -57,6 +68,7 @@ func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][
 			items = append(items, types.TransactWriteItem{Put: s.changeItem(now, []string{sessionID})})
 		}
 		var at attempts
+		sent, sentAt = &at, time.Now()
 		_, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, at.option)
 		if err == nil {
 			s.seqs.set(cacheKey, old+n)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -93,8 +94,10 @@ func (s *Store) ApplyRegistry(ctx context.Context, kind, op string, items map[st
 			{Put: s.changeItem(now, []string{notify.RegistryChanged})},
 		}
 		var at attempts
+		began := time.Now()
 		_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}, at.option)
 		if err == nil {
+			s.lateChange(ctx, began, at.retried(), notify.RegistryChanged)
 			return &notify.Registry{Kind: kind, Hash: hash, Items: next}, true, nil
 		}
 		c, ok := asCancellation(err)
