@@ -94,7 +94,7 @@ const (
 	// session. Its refresh, one write per listenHeldTTL/2 per idle
 	// stream, is most of what an idle 2026 client costs on Managed
 	// Instances (internal/costs BenchmarkScaleCostModel): 5 minutes keep
-	// that under the goal of $0.05 per client-month (about $0.008 of it),
+	// that under the goal of $0.05 per client-month (about $0.011 of it),
 	// and bound the fan-out to a dead process's streams that no count
 	// reclaims to 5 minutes.
 	listenHeldTTL = 5 * time.Minute
