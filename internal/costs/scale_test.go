@@ -31,11 +31,12 @@ type scaleInputs struct {
 	bytesPerStream     float64 // the server's heap and stacks per idle held stream
 	cpuPerStreamSecond float64 // CPU seconds per stream-second of a process holding them
 	procReadsPerSecond float64 // store reads per second of that process's watcher (shared by its streams)
-	procWritesPerSec   float64
+	procWritesPerSec   float64 // store writes per second of that process: its liveness record's heartbeat (counted)
 	// Store requests per second of each idle held stream's own upkeep:
-	// a 2026 listen stream's backing-session refresh (counted), a 2025
-	// GET stream's session check and expiry extension (derived from
-	// their intervals, longer than the window).
+	// a 2026 listen stream's backing-session refresh, a 2025 GET
+	// stream's session check and expiry extension (derived from their
+	// intervals, longer than the window; any other request of the window
+	// that is not the process's is counted as upkeep too).
 	chore2025RRU, chore2025WRU float64
 	chore2026RRU, chore2026WRU float64
 	choreDetail                string
@@ -143,16 +144,17 @@ func cpuSeconds() float64 {
 const scaleStreams = 2000
 
 // scaleWindow is how long BenchmarkScaleCostModel counts the idle
-// streams' requests: longer than a listen stream's backing-session refresh
-// (one per 15 s).
+// streams' requests: two beats of the process's liveness heartbeat (one
+// per 10 s).
 const scaleWindow = 20 * time.Second
 
-// A 2025 GET stream's own upkeep while held (pkg/mcp): a check of its
-// session per idleCheck, and an extension of the session's expiry once
-// per half MCPUSH_SESSION_TTL.
+// An idle held stream's own upkeep (pkg/mcp): a 2025 GET stream's check
+// of its session per idleCheck and extension of the session's expiry
+// once per half MCPUSH_SESSION_TTL; a 2026 listen stream's refresh of
+// its backing session once per half listenHeldTTL (its process's
+// liveness heartbeat is the process's, counted).
 const (
-	listenTTL         = 30 * time.Second // pkg/mcp minListenTTL: refreshed at half
-	whatIfListenTTL   = 5 * time.Minute
+	listenHeldTTL     = 5 * time.Minute // pkg/mcp listenHeldTTL: refreshed at half
 	idleCheckInterval = 10 * time.Minute
 	sessionTTL        = time.Hour
 )
@@ -188,11 +190,12 @@ func measureScale(tb testing.TB, be backend, n int, window time.Duration) scaleI
 	cpu := cpuSeconds()
 	time.Sleep(window)
 	in.cpuPerStreamSecond = (cpuSeconds() - cpu) / (float64(n) * window.Seconds())
-	// The watcher's reads are the process's; every other request is a
-	// stream's own upkeep: within the window only listen streams have
-	// any (their backing session's refresh).
+	// The watcher's reads and the liveness heartbeat's writes (the only
+	// writes of the window: a listen stream refreshes its backing session
+	// minutes after it opens) are the process's; any other read is a
+	// stream's own upkeep.
 	secs := window.Seconds()
-	var watcherReads, choreReads, choreWrites float64
+	var watcherReads, choreReads, procWrites float64
 	var detail []string
 	for op, c := range be.tally.(storeTally).c.Counts() {
 		detail = append(detail, fmt.Sprintf("%s %.1f/s", op, float64(c)/secs))
@@ -202,13 +205,14 @@ func measureScale(tb testing.TB, be backend, n int, window time.Duration) scaleI
 		case storecount.IsRead(op):
 			choreReads += float64(c)
 		default:
-			choreWrites += float64(c)
+			procWrites += float64(c)
 		}
 	}
 	slices.Sort(detail)
 	in.choreDetail = strings.Join(detail, ", ")
-	in.procReadsPerSecond = watcherReads / secs
-	in.chore2026RRU, in.chore2026WRU = choreReads/secs/float64(n/2), choreWrites/secs/float64(n/2)
+	in.procReadsPerSecond, in.procWritesPerSec = watcherReads/secs, procWrites/secs
+	in.chore2026RRU = choreReads / secs / float64(n/2)
+	in.chore2026WRU = 1 / (listenHeldTTL / 2).Seconds()
 	// A held GET stream checks its session once per idleCheckInterval
 	// and extends its expiry once per half the session TTL.
 	in.chore2025RRU, in.chore2025WRU = 1/idleCheckInterval.Seconds(), 1/(sessionTTL/2).Seconds()
@@ -267,10 +271,11 @@ func BenchmarkScaleCostModel(b *testing.B) {
 		listen = measureListen(b, be, 2*time.Second)
 		in = measureScale(b, be, scaleStreams, scaleWindow)
 	}
-	// measureListen's window is shorter than a listen stream's refresh:
-	// add the refresh counted here.
+	// measureListen's window is shorter than a listen stream's refresh
+	// and its process's heartbeat: add them (on demand, a sandbox holds
+	// one stream, and its own heartbeat).
 	in.onDemand2025 = idle.dollars
-	in.onDemand2026 = listen.dollars + month.Seconds()*(in.chore2026RRU*dynamoPerRRU+in.chore2026WRU*dynamoPerWRU)
+	in.onDemand2026 = listen.dollars + month.Seconds()*(in.chore2026RRU*dynamoPerRRU+(in.chore2026WRU+in.procWritesPerSec)*dynamoPerWRU)
 	in.odConcurrency2025 = idle.held.Seconds() / (idle.retry + idle.held).Seconds()
 	in.reopen2025RRU, in.reopen2025WRU = idle.rru, idle.wru
 	lats := heldclients.Latencies(in.published, in.delivery)
@@ -295,9 +300,9 @@ func scaleReport(in scaleInputs, p50, p99, maxLat time.Duration) (string, [2]flo
 	fmt.Fprintf(&sb, "| measured | value |\n|---|---|\n")
 	fmt.Fprintf(&sb, "| server memory per idle held stream (heap + stacks) | %.1f KiB |\n", in.bytesPerStream/1024)
 	fmt.Fprintf(&sb, "| CPU per stream-second of a process holding them | %.3g s (%.3g vCPU for 1,000 streams) |\n", in.cpuPerStreamSecond, 1000*in.cpuPerStreamSecond)
-	fmt.Fprintf(&sb, "| store requests per second of that process's watcher (counted) | %.1f reads, %.1f writes |\n", in.procReadsPerSecond, in.procWritesPerSec)
-	fmt.Fprintf(&sb, "| store requests per second of one idle stream's upkeep | 2026 listen (counted: %s in all) %.3g reads + %.3g writes; 2025 GET %.3g reads + %.3g writes (derived: a session check per %v, an expiry extension per %v) |\n",
-		in.choreDetail, in.chore2026RRU, in.chore2026WRU, in.chore2025RRU, in.chore2025WRU, idleCheckInterval, sessionTTL/2)
+	fmt.Fprintf(&sb, "| store requests per second of that process's watcher and liveness heartbeat (counted: %s in all) | %.1f reads, %.2f writes |\n", in.choreDetail, in.procReadsPerSecond, in.procWritesPerSec)
+	fmt.Fprintf(&sb, "| store requests per second of one idle stream's upkeep | 2026 listen %.3g reads + %.3g writes (derived: a backing-session refresh per %v); 2025 GET %.3g reads + %.3g writes (derived: a session check per %v, an expiry extension per %v) |\n",
+		in.chore2026RRU, in.chore2026WRU, listenHeldTTL/2, in.chore2025RRU, in.chore2025WRU, idleCheckInterval, sessionTTL/2)
 	fmt.Fprintf(&sb, "| store requests to hold a stream again at the deadline | 2025 reconnection %.2g reads + %.2g writes; 2026 listen %.2g reads + %.2g writes |\n",
 		in.reopen2025RRU, in.reopen2025WRU, in.reopen2026RRU, in.reopen2026WRU)
 	fmt.Fprintf(&sb, "| one event ingested to all %d | %d got it, %d more than once; latency p50 %v, p99 %v, max %v (ingest start to arrival) |\n",
@@ -324,12 +329,6 @@ func scaleReport(in scaleInputs, p50, p99, maxLat time.Duration) (string, [2]flo
 	be25, be26 := breakEven(in, in.onDemand2025, lmiMaxConcurrency, true), breakEven(in, in.onDemand2026, lmiMaxConcurrency, false)
 	fmt.Fprintf(&sb, "| break-even | Managed Instances cost less from %d idle 2025 clients and from %d idle 2026 listeners (at %d per environment; at %d: %d and %d) |\n",
 		be25, be26, lmiMaxConcurrency, lmiTemplateConc, breakEven(in, in.onDemand2025, lmiTemplateConc, true), breakEven(in, in.onDemand2026, lmiTemplateConc, false))
-	// What a longer listen TTL would give (not shipped): the refresh
-	// writes scale with 1/TTL.
-	longer := in
-	longer.chore2026RRU, longer.chore2026WRU = in.chore2026RRU*float64(listenTTL)/float64(whatIfListenTTL), in.chore2026WRU*float64(listenTTL)/float64(whatIfListenTTL)
-	w := lmiMonth(longer, 100_000, lmiMaxConcurrency, false)
-	fmt.Fprintf(&sb, "| projection, not shipped: 2026 listen backing sessions with a %v TTL instead of %v | Managed Instances 2026 at 100,000: $%.4f per client-month |\n", whatIfListenTTL, listenTTL, w.dollars/100_000)
 	meets := func(ok bool) string {
 		if ok {
 			return "meets"

@@ -24,7 +24,7 @@ var isRead = map[string]bool{
 	"AppendTopicEvent": false, "ReadTopicEvents": true, "Topics": true,
 	"ApplyRegistry": false, "GetRegistry": true, "RegistryHashes": true, "Changes": true,
 	"CountInWindow": false, "CountSessions": true,
-	"SharedKey": false, "IdleSessions": true,
+	"SharedKey": false, "IdleSessions": true, "PrincipalSessions": true,
 }
 
 // inner is a store whose every method panics (a nil notify.Store and

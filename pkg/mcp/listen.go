@@ -18,8 +18,9 @@ import (
 )
 
 // subscriptions/listen (2026 era) is the only way the server pushes to a
-// client. A listen stream is backed by a short-lived session in the store
-// (never visible to the client): it holds the stream's baseline registry
+// client. A listen stream is backed by a session in the store (never
+// visible to the client), which names the process serving it (see
+// liveness.go): it holds the stream's baseline registry
 // hashes and its resource subscriptions, so that registry changes and SNS
 // events reach it through the same store paths as a 2025 session's GET
 // stream, from any process, exactly once per change (the conditional
@@ -82,14 +83,21 @@ func listenPrincipal(principal string) string {
 }
 
 // Lifetime of a listen backing session. A stream extends its backing
-// session's expiry while it polls (listenStream.refresh), so the session
+// session's expiry at half of it (listenStream.refresh), so the session
 // of a stream whose process died (SIGKILL, a crash, a frozen Lambda
-// sandbox) expires within listenTTL: it stops counting against
-// MaxListensPerPrincipal and stops receiving fan-out.
+// sandbox) expires within listenTTL: it stops receiving fan-out then. It
+// stops counting against MaxListensPerPrincipal sooner: once its
+// process's liveness record expires (livenessTTL), a listen of its
+// principal refused at the bound deletes it (reclaimListens).
 const (
-	// minListenTTL is the shortest expiry a stream gives its backing
-	// session: a slow store or a paused poll must not end a live stream.
-	minListenTTL = 30 * time.Second
+	// listenHeldTTL is the shortest expiry a stream gives its backing
+	// session. Its refresh, one write per listenHeldTTL/2 per idle
+	// stream, is most of what an idle 2026 client costs on Managed
+	// Instances (internal/costs BenchmarkScaleCostModel): 5 minutes keep
+	// that under the goal of $0.05 per client-month (about $0.011 of it),
+	// and bound the fan-out to a dead process's streams that no count
+	// reclaims to 5 minutes.
+	listenHeldTTL = 5 * time.Minute
 	// listenTTLPolls is how many of its longest poll intervals a backing
 	// session outlives its stream's last poll by, at least.
 	listenTTLPolls = 4
@@ -97,7 +105,8 @@ const (
 
 // listenQuotaRetry is the Retry-After of a listen refused because its
 // principal holds MaxListensPerPrincipal streams: one frees up when the
-// client ends one, or when a crashed process's expires (minListenTTL).
+// client ends one, or once a crashed process's liveness record expires
+// (livenessTTL) and a listen reclaims its streams.
 const listenQuotaRetry = 10 * time.Second
 
 // errListenQuota refuses a listen over MaxListensPerPrincipal.
@@ -267,11 +276,16 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 	if err != nil {
 		return nil, fmt.Errorf("reading registry hashes: %w", err)
 	}
+	process, err := s.holdLiveness(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("storing the liveness record: %w", err)
+	}
 	now := s.opts.Now()
 	st := &notify.Session{
 		ID:                 "listen-" + randomID(16),
 		Principal:          listenPrincipal(owner),
 		ProtocolVersion:    ss.ProtocolVersion(),
+		ClientInfo:         listenOwner(process),
 		ClientCapabilities: ss.state.ClientCapabilities,
 		Initialized:        true,
 		// A listen stream carries no log messages: at the highest level
@@ -282,6 +296,7 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 		NotifiedHashes: hashes,
 	}
 	if err := s.store.CreateSession(ctx, st); err != nil {
+		s.releaseLiveness(ctx)
 		return nil, fmt.Errorf("creating the backing session: %w", err)
 	}
 	l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, ttl: ttl}
@@ -292,6 +307,7 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 	for _, uri := range uris {
 		if err := s.store.Subscribe(ctx, st.ID, uri); err != nil {
 			l.close(ctx)
+			s.releaseLiveness(ctx)
 			return nil, fmt.Errorf("subscribing to %s: %w", uri, err)
 		}
 	}
@@ -300,16 +316,22 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 
 // allowListen returns *errListenQuota if principal holds
 // MaxListensPerPrincipal listen streams (open or parked, on any process):
-// one read of the store's per-principal index of their backing sessions.
-// A store without one (notify.SessionCounter), or a failed read, does not
-// refuse (the failure is logged).
+// one read of the store's per-principal index of their backing sessions;
+// at the bound, the streams of processes found dead are reclaimed
+// (reclaimListens) and the count is read again. A store without the
+// index (notify.SessionCounter), or a failed read, does not refuse (the
+// failure is logged).
 func (s *Server) allowListen(ctx context.Context, principal string) error {
 	sc, ok := s.store.(notify.SessionCounter)
 	if !ok {
 		return nil
 	}
 	limit := s.opts.Limits.MaxListensPerPrincipal
-	n, err := sc.CountSessions(ctx, listenPrincipal(principal), limit)
+	lp := listenPrincipal(principal)
+	n, err := sc.CountSessions(ctx, lp, limit)
+	if err == nil && n >= limit && s.reclaimListens(ctx, lp, limit) > 0 {
+		n, err = sc.CountSessions(ctx, lp, limit)
+	}
 	if err != nil {
 		s.log.WarnContext(ctx, "counting the listen streams of a principal", "err", err)
 		return nil
@@ -323,8 +345,10 @@ func (s *Server) allowListen(ctx context.Context, principal string) error {
 // adoptListen takes over a parked listen stream of owner with the
 // acknowledged filter ack for the request id: claimed with a write-once
 // message (one claimant wins), moved from the park to id's cancel URI,
-// with its expiry extended to ttl; the stream reads its log from where the parked
-// one stopped. It returns nil when there is none to adopt.
+// with its expiry extended to ttl and this process recorded as the one
+// serving it; the stream reads its log from where the parked one
+// stopped. It returns nil when there is none to adopt. An adopted stream
+// holds the liveness record (releaseLiveness).
 func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner string, id json.RawMessage, ack *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
 	park := listenParkURI(ss.Principal(), ack)
 	ids, err := s.store.Subscribers(ctx, park)
@@ -355,14 +379,22 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner strin
 			return nil, fmt.Errorf("claiming a parked listen stream: %w", err)
 		}
 		l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, after: st.Delivered, ttl: ttl}
-		if err := s.store.Unsubscribe(ctx, sid, park); err != nil {
-			return nil, fmt.Errorf("adopting a parked listen stream: %w", err)
+		process, err := s.holdLiveness(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("storing the liveness record: %w", err)
 		}
-		if err := s.store.Subscribe(ctx, sid, listenCancelURI(ss.Principal(), id)); err != nil {
-			return nil, fmt.Errorf("adopting a parked listen stream: %w", err)
+		err = s.store.Unsubscribe(ctx, sid, park)
+		if err == nil {
+			err = s.store.Subscribe(ctx, sid, listenCancelURI(ss.Principal(), id))
 		}
-		now := s.opts.Now()
-		if err := s.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt = now.Add(ttl) }); err != nil {
+		if err == nil {
+			now := s.opts.Now()
+			err = s.updateSession(ctx, l.sess, func(st *notify.Session) {
+				st.ExpiresAt, st.ClientInfo = now.Add(ttl), listenOwner(process)
+			})
+		}
+		if err != nil {
+			s.releaseLiveness(ctx)
 			return nil, fmt.Errorf("adopting a parked listen stream: %w", err)
 		}
 		return l, nil
@@ -374,10 +406,11 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner strin
 // request's deadline, shutdown) for listenParkFor, so that the client's
 // next listen with the same filter adopts it and gets what reached it in
 // between: the era has no replay, and this is what keeps a change from
-// falling between two streams. Its expiry is set to listenParkFor, however
-// short the stream's ttl. It records the read position, drops the
-// stream's cancel URI and subscribes the session to the park. A failure
-// deletes the session instead.
+// falling between two streams. Its expiry is set to listenParkFor, and it
+// names no process (a parked stream counts against its principal's bound
+// until adopted or expired, whichever process parked it). It records the
+// read position, drops the stream's cancel URI and subscribes the session
+// to the park. A failure deletes the session instead.
 func (l *listenStream) park(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -388,7 +421,7 @@ func (l *listenStream) park(ctx context.Context) {
 	}
 	if err == nil {
 		until := s.opts.Now().Add(listenParkFor)
-		err = s.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt = until })
+		err = s.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt, st.ClientInfo = until, nil })
 	}
 	if err == nil { // last: an adopter finds it parked in full
 		err = s.store.Subscribe(ctx, st.ID, listenParkURI(l.principal, l.filter))
@@ -448,9 +481,10 @@ func (l *listenStream) next(ctx context.Context, registryAge time.Duration) (msg
 
 // refresh extends the backing session's expiry to ttl from now once less
 // than half of ttl is left: one conditional update per ttl/2 of a live
-// stream, not one per poll (the poll reads the stored expiry). A stream
-// whose process died refreshes nothing, so its session expires within ttl
-// of its last poll.
+// stream (listenHeldTTL/2: minutes), not one per poll (the poll reads the
+// stored expiry). A stream whose process died refreshes nothing, so its
+// session expires within ttl of its last poll, unless a count reclaims
+// it before (reclaimListens).
 func (l *listenStream) refresh(ctx context.Context) {
 	now := l.srv.opts.Now()
 	if l.sess.state.ExpiresAt.Sub(now) > l.ttl/2 {
@@ -464,8 +498,7 @@ func (l *listenStream) refresh(ctx context.Context) {
 // chores is how long until the stream's own upkeep is due, which a
 // stream woken only by the watcher must wake for by itself: the backing
 // session's refresh (half its ttl before it expires) and, when it names
-// tasks, the next checkTaskLeases; between a second and a quarter of the
-// ttl.
+// tasks, the next checkTaskLeases; between a second and livenessBeat.
 func (l *listenStream) chores() time.Duration {
 	now := l.srv.opts.Now()
 	next := l.sess.state.ExpiresAt.Add(-l.ttl / 2).Sub(now)
@@ -473,20 +506,20 @@ func (l *listenStream) chores() time.Duration {
 		next = min(next, l.tasks.checked.Add(e.opts.Lease/2).Sub(now))
 	}
 	// At most once a second: a refresh that fails is tried again, not in
-	// a loop. At least once per quarter ttl: a wake-up that finds nothing
-	// due costs no store request, and a clock that jumped (Now is
+	// a loop. At least once per livenessBeat: a wake-up that finds
+	// nothing due costs no store request, and a clock that jumped (Now is
 	// injected; timers run on the monotonic clock) is noticed in time.
-	return min(max(next, time.Second), l.ttl/4)
+	return min(max(next, time.Second), l.ttl/4, livenessBeat)
 }
 
 // listenTTL is the expiry of a listen backing session after its stream's
 // refresh: listenTTLPolls of the stream's longest poll interval (an idle
 // stream polls every RetryInterval, and at least once per KeepAlive), and
-// at least minListenTTL.
+// at least listenHeldTTL.
 func (h *StreamableHandler) listenTTL() time.Duration {
 	poll := h.srv.opts.PollInterval
 	gap := max(poll, min(max(poll, h.opts.RetryInterval), h.opts.KeepAlive))
-	return max(listenTTLPolls*gap, minListenTTL)
+	return max(listenTTLPolls*gap, listenHeldTTL)
 }
 
 // close deletes the backing session, with its log and subscriptions.
@@ -533,6 +566,8 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		h.storeFailureID(ctx, w, m.ID, err, "opening listen stream")
 		return
 	}
+	// Last (defers run last first): once the stream is closed or parked.
+	defer h.srv.releaseLiveness(ctx)
 	parked := false
 	defer func() {
 		if !parked {

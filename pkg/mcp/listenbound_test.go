@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
@@ -128,9 +127,9 @@ func TestListenBoundPerPrincipal(t *testing.T) {
 		t.Errorf("store rows %v after the refused listens, %v before: the refused stored something", rows, atLimit)
 	}
 	// One backing session per open stream, each subscribed to its 10
-	// resources and its cancel URI.
-	if rows["sessions"] != limit || rows["subscriptions"] != limit*11 {
-		t.Errorf("%d sessions, %d subscriptions; want %d and %d", rows["sessions"], rows["subscriptions"], limit, limit*11)
+	// resources and its cancel URI, and one liveness record per process.
+	if rows["sessions"] != limit+2 || rows["subscriptions"] != limit*11 {
+		t.Errorf("%d sessions, %d subscriptions; want %d (and 2 liveness records) and %d", rows["sessions"], rows["subscriptions"], limit, limit*11)
 	}
 
 	// The listens leave the principal its 2025-era session.
@@ -157,21 +156,21 @@ func TestListenBoundPerPrincipal(t *testing.T) {
 	}
 }
 
-// TestListenRefreshCheap (issue 20, finding 6): a listen stream's backing
-// session lives 30 s (not the hour of a 2025-era session) past its
-// stream's last refresh, and the stream refreshes it with one
-// UpdateSession once less than half of that is left, never otherwise:
-// counted with storecount over a clock the test moves. A stream the
-// server ends is parked for 2 minutes all the same.
+// TestListenRefreshCheap (issue 20, finding 6; issue 17): a listen
+// stream's backing session lives 5 minutes (not the hour of a 2025-era
+// session) past its stream's last refresh and names the process serving
+// it, whose liveness record lives 30 s past its last beat
+// (TestListenIdleWritesPerProcess counts the refreshes). A stream the
+// server ends is parked for 2 minutes, naming no process, and the
+// process, which then holds no stream, deletes its record.
 func TestListenRefreshCheap(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "db")
 	raw, err := sqlitestore.New(dbPath, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var counter storecount.Counter
 	clock := &fakeClock{now: time.Now()}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, storecount.Wrap(raw, &counter),
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, raw,
 		&mcp.ServerOptions{PollInterval: 20 * time.Millisecond, DynamicRegistries: true, Now: clock.Now})
 	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, KeepAlive: time.Hour})
 	ts := httptest.NewServer(h)
@@ -185,54 +184,41 @@ func TestListenRefreshCheap(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	var id string
-	var created, expires int64
-	if err := db.QueryRow(`SELECT id, created_at, expires_at FROM sessions WHERE id LIKE 'listen-%'`).Scan(&id, &created, &expires); err != nil {
+	lifetime := func(like string) (string, time.Duration) {
+		t.Helper()
+		var id string
+		var created, expires int64
+		if err := db.QueryRow(`SELECT id, created_at, expires_at FROM sessions WHERE id LIKE ?`, like).Scan(&id, &created, &expires); err != nil {
+			t.Fatalf("session %s: %v", like, err)
+		}
+		return id, time.Duration(expires - created)
+	}
+	id, ttl := lifetime("listen-%")
+	if ttl != 5*time.Minute {
+		t.Errorf("the backing session lives %v, want 5m0s", ttl)
+	}
+	process, ttl := lifetime("process-%")
+	if ttl != 30*time.Second {
+		t.Errorf("the liveness record lives %v, want 30s", ttl)
+	}
+	st, err := raw.GetSession(t.Context(), id)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if ttl := time.Duration(expires - created); ttl != 30*time.Second {
-		t.Errorf("the backing session lives %v, want 30s", ttl)
+	if want := `{"mcpush/process":"` + process + `"}`; string(st.ClientInfo) != want {
+		t.Errorf("the backing session's ClientInfo %s, want %s", st.ClientInfo, want)
 	}
-	expiry := func() time.Time {
-		t.Helper()
-		st, err := raw.GetSession(t.Context(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.ExpiresAt
-	}
-	// settle lets the stream run for 400 ms and returns the store
-	// requests it made meanwhile.
-	settle := func() storecount.Counts {
-		counter.Reset()
-		time.Sleep(400 * time.Millisecond)
-		return counter.Counts()
-	}
-	if c := settle(); c["UpdateSession"] != 0 {
-		t.Errorf("with 30s left: %v; want no UpdateSession", c)
-	}
-	// The stream, woken by the process's watcher only when something
-	// reaches it, looks at its expiry by itself at least once per quarter
-	// ttl (7.5 s).
-	clock.Add(16 * time.Second) // 14s left: less than half
-	counter.Reset()
-	for deadline := time.Now().Add(15 * time.Second); counter.Counts()["UpdateSession"] == 0 && time.Now().Before(deadline); {
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond)
-	if c := counter.Counts(); c["UpdateSession"] != 1 {
-		t.Errorf("with 14s left: %v; want one UpdateSession", c)
-	}
-	if got, want := expiry(), clock.Now().Add(30*time.Second); got.Sub(want).Abs() > time.Second {
-		t.Errorf("refreshed expiry %v, want about %v", got, want)
-	}
-	if c := settle(); c["UpdateSession"] != 0 {
-		t.Errorf("after the refresh: %v; want no UpdateSession", c)
-	}
-	// A stream the server ends is parked for its 2 minutes, however short
-	// its ttl: the next listen can adopt it.
+	// A stream the server ends is parked for its 2 minutes: the next
+	// listen can adopt it.
 	h.Close()
-	if got, want := expiry(), clock.Now().Add(2*time.Minute); got.Sub(want).Abs() > time.Second {
-		t.Errorf("parked expiry %v, want about %v (2 minutes)", got, want)
+	st, err = raw.GetSession(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := st.ExpiresAt, clock.Now().Add(2*time.Minute); got.Sub(want).Abs() > time.Second || st.ClientInfo != nil {
+		t.Errorf("parked: expiry %v, ClientInfo %s; want about %v (2 minutes) and none", got, st.ClientInfo, want)
+	}
+	if _, err := raw.GetSession(t.Context(), process); err == nil {
+		t.Errorf("the liveness record outlives the process's last stream")
 	}
 }

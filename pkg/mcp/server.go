@@ -96,6 +96,7 @@ type Server struct {
 	regs    registryCache // this process's copy of the dynamic registries
 	states  stateSigner   // requestState tokens (2026 era)
 	watcher watcher       // wakes held streams from the store's change feed
+	live    liveness      // the liveness record of a process serving listen streams
 	tasks   *taskEngine   // nil when the store keeps no tasks
 }
 

@@ -49,6 +49,14 @@ type SessionReclaimer interface {
 	// return fewer. A limit < 1 is ErrInvalid; a principal over
 	// MaxURIBytes is ErrTooLarge.
 	IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) ([]string, error)
+	// PrincipalSessions returns the ids of up to limit live sessions of
+	// principal, sorted: those CountSessions counts, for a server that
+	// must look at them to decide which to reclaim (a listen stream's
+	// backing session whose serving process is gone). From one read of
+	// the principal's index (DynamoDB: and, as CountSessions, one batched
+	// read of the sessions whose index entry is out of date). A limit < 1
+	// is ErrInvalid; a principal over MaxURIBytes is ErrTooLarge.
+	PrincipalSessions(ctx context.Context, principal string, limit int) ([]string, error)
 }
 
 // MaxIdleSessionScan is how many of a principal's least recently extended

@@ -56,8 +56,24 @@ func (s *Store) principalPut(sess *notify.Session) types.TransactWriteItem {
 // expiry or expired without DeleteSession since the last count.
 func (s *Store) CountSessions(ctx context.Context, principal string, limit int) (n int, err error) {
 	defer wrap(&err, "dynamostore: CountSessions(%.64q, %d)", principal, limit)
+	ids, err := s.principalSessions(ctx, principal, limit)
+	return len(ids), err
+}
+
+// PrincipalSessions implements notify.SessionReclaimer: the sessions
+// CountSessions counts, read the same way.
+func (s *Store) PrincipalSessions(ctx context.Context, principal string, limit int) (ids []string, err error) {
+	defer wrap(&err, "dynamostore: PrincipalSessions(%.64q, %d)", principal, limit)
+	ids, err = s.principalSessions(ctx, principal, limit)
+	slices.Sort(ids)
+	return ids, err
+}
+
+// principalSessions returns up to limit live sessions of principal, as
+// CountSessions describes.
+func (s *Store) principalSessions(ctx context.Context, principal string, limit int) (ids []string, err error) {
 	if err := notify.CheckCountSessions(principal, limit); err != nil {
-		return 0, err
+		return nil, err
 	}
 	pk := principalPK(principal)
 	now := toNanos(s.now())
@@ -73,17 +89,17 @@ func (s *Store) CountSessions(ctx context.Context, principal string, limit int) 
 	for {
 		res, err := s.api.Query(ctx, in)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		for _, it := range res.Items {
 			if getN(it, attrSessExp) > now {
-				n++
+				ids = append(ids, getS(it, attrSID))
 			} else {
 				stale = append(stale, getS(it, attrSID))
 			}
 		}
-		if n >= limit {
-			return limit, nil
+		if len(ids) >= limit {
+			return ids[:limit], nil
 		}
 		if len(res.LastEvaluatedKey) == 0 {
 			break
@@ -92,7 +108,7 @@ func (s *Store) CountSessions(ctx context.Context, principal string, limit int) 
 	}
 	var writes []types.WriteRequest
 	for chunk := range slices.Chunk(stale, 100) {
-		if n >= limit {
+		if len(ids) >= limit {
 			break
 		}
 		keys := make([]item, len(chunk))
@@ -102,7 +118,7 @@ func (s *Store) CountSessions(ctx context.Context, principal string, limit int) 
 		var p expr
 		metas, err := s.batchGet(ctx, keys, p.n(attrPK)+", "+p.n(attrExp)+", "+p.n(attrPrincipal), p.namesOrNil())
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		found := make(map[string]item, len(metas))
 		for _, m := range metas {
@@ -111,7 +127,7 @@ func (s *Store) CountSessions(ctx context.Context, principal string, limit int) 
 		for _, id := range chunk {
 			m := found[sessPK(id)]
 			if live(m, now) && getS(m, attrPrincipal) == principal {
-				n++
+				ids = append(ids, id)
 				writes = append(writes, types.WriteRequest{PutRequest: &types.PutRequest{Item: principalEntry(principal, id, getN(m, attrExp))}})
 			} else {
 				// Expired sessions never come back, and ids are not
@@ -124,7 +140,7 @@ func (s *Store) CountSessions(ctx context.Context, principal string, limit int) 
 	// again. A refreshed entry whose session is deleted meanwhile is
 	// deleted by a later count.
 	_ = s.batchWrite(ctx, writes)
-	return min(n, limit), nil
+	return ids[:min(len(ids), limit)], nil
 }
 
 // batchWrite runs write requests, 25 per BatchWriteItem, retrying

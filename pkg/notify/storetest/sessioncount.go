@@ -169,3 +169,62 @@ func testIdleSessions(t *testing.T, s *suite) {
 		t.Errorf("IdleSessions(long principal) = %v, want ErrTooLarge", err)
 	}
 }
+
+// testPrincipalSessions checks notify.SessionReclaimer.PrincipalSessions:
+// the live sessions of a principal, sorted, up to the limit; from any
+// Store on the same database; not another principal's, not deleted or
+// expired ones, an extended one past its first expiry still; bad
+// arguments are refused.
+func testPrincipalSessions(t *testing.T, s *suite) {
+	st, dsn := s.storeDSN(t)
+	sr, ok := st.(notify.SessionReclaimer)
+	if !ok {
+		t.Fatalf("%T does not implement notify.SessionReclaimer", st)
+	}
+	other, ok := s.reopen(t, dsn).(notify.SessionReclaimer)
+	if !ok {
+		t.Fatalf("reopened store does not implement notify.SessionReclaimer")
+	}
+	ctx := t.Context()
+	check := func(sr notify.SessionReclaimer, principal string, limit int, want ...string) {
+		t.Helper()
+		got, err := sr.PrincipalSessions(ctx, principal, limit)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("PrincipalSessions(%q, %d) = %q, %v; want %q", principal, limit, got, err, want)
+		}
+	}
+	of := func(p string) func(*notify.Session) { return func(s *notify.Session) { s.Principal = p } }
+	soon := now().Add(time.Second)
+	short := func(s *notify.Session) { s.ExpiresAt = soon }
+	createSession(t, st, "p3", of("alice"))
+	createSession(t, st, "p1", of("alice"), short)
+	ext := createSession(t, st, "p2", of("alice"), short)
+	createSession(t, st, "p4", of("alice"))
+	createSession(t, st, "q1", of("bob"))
+	ext.ExpiresAt = now().Add(time.Hour)
+	if err := st.UpdateSession(ctx, ext); err != nil {
+		t.Fatalf("UpdateSession(extend): %v", err)
+	}
+	check(sr, "alice", 10, "p1", "p2", "p3", "p4")
+	if late := time.Since(soon); late >= 0 {
+		t.Fatalf("setting up took %v too long: the checks before expiry ran after it", late)
+	}
+	time.Sleep(time.Until(soon) + 200*time.Millisecond)
+	check(sr, "alice", 10, "p2", "p3", "p4") // p1 expired, p2 extended
+	check(other, "alice", 10, "p2", "p3", "p4")
+	if got, err := sr.PrincipalSessions(ctx, "alice", 2); err != nil || len(got) != 2 {
+		t.Errorf("PrincipalSessions(alice, 2) = %q, %v; want 2 of them", got, err)
+	}
+	if err := st.DeleteSession(ctx, "p3"); err != nil {
+		t.Fatal(err)
+	}
+	check(other, "alice", 10, "p2", "p4")
+	check(sr, "bob", 10, "q1")
+	check(sr, "carol", 10)
+	if _, err := sr.PrincipalSessions(ctx, "alice", 0); !wantErr(err, notify.ErrInvalid) {
+		t.Errorf("PrincipalSessions(limit 0) = %v, want ErrInvalid", err)
+	}
+	if _, err := sr.PrincipalSessions(ctx, strings.Repeat("p", notify.MaxURIBytes+1), 1); !wantErr(err, notify.ErrTooLarge) {
+		t.Errorf("PrincipalSessions(long principal) = %v, want ErrTooLarge", err)
+	}
+}
