@@ -59,6 +59,7 @@ const (
 	lmiEnvMemory       = 2048 << 20 // bytes
 	lmiMaxConcurrency  = 1600       // the most PerExecutionEnvironmentMaxConcurrency allows
 	lmiTemplateConc    = 1600       // template.yaml's default (TestTemplateConcurrency)
+	lmiLowConc         = 256        // a lower setting, priced beside it
 	functionTimeout    = 900 * time.Second
 )
 

@@ -310,12 +310,12 @@ func scaleReport(in scaleInputs, p50, p99, maxLat time.Duration) (string, [2]flo
 	fmt.Fprintf(&sb, "| on-demand idle 2025 client / idle 2026 listen stream | $%.3f / $%.2f per month; 2025 Lambda concurrency %.4f per client |\n",
 		in.onDemand2025, in.onDemand2026, in.odConcurrency2025)
 
-	fmt.Fprintf(&sb, "\n| clients | on-demand 2025 (SSE polling) | on-demand 2026 (held listen) | Managed Instances 2025 | Managed Instances 2026 | instances (%s) | Managed Instances at the template's %d per environment (2025 / 2026) |\n|---|---|---|---|---|---|---|\n",
-		lmiInstanceType, lmiTemplateConc)
+	fmt.Fprintf(&sb, "\n| clients | on-demand 2025 (SSE polling) | on-demand 2026 (held listen) | Managed Instances 2025 | Managed Instances 2026 | instances (%s) | Managed Instances at %d per environment (2025 / 2026) |\n|---|---|---|---|---|---|---|\n",
+		lmiInstanceType, lmiLowConc)
 	var at100k [2]float64
 	for _, n := range []int{1000, 100_000, 1_000_000} {
-		m25, m26 := lmiMonth(in, n, lmiMaxConcurrency, true), lmiMonth(in, n, lmiMaxConcurrency, false)
-		d25, d26 := lmiMonth(in, n, lmiTemplateConc, true), lmiMonth(in, n, lmiTemplateConc, false)
+		m25, m26 := lmiMonth(in, n, lmiTemplateConc, true), lmiMonth(in, n, lmiTemplateConc, false)
+		d25, d26 := lmiMonth(in, n, lmiLowConc, true), lmiMonth(in, n, lmiLowConc, false)
 		per := func(f lmiFigures) float64 { return f.dollars / float64(n) }
 		if n == 100_000 {
 			at100k = [2]float64{per(m25), per(m26)}
@@ -324,11 +324,11 @@ func scaleReport(in scaleInputs, p50, p99, maxLat time.Duration) (string, [2]flo
 			n, in.onDemand2025, in.onDemand2025*float64(n), in.odConcurrency2025*float64(n), in.onDemand2026, in.onDemand2026*float64(n),
 			per(m25), m25.dollars, per(m26), m26.dollars, m25.instances, m25.envs, m25.perEnv, per(d25), per(d26), d25.instances)
 	}
-	f := lmiMonth(in, 100_000, lmiMaxConcurrency, true)
+	f := lmiMonth(in, 100_000, lmiTemplateConc, true)
 	fmt.Fprintf(&sb, "| of which at 100,000 (2025) | | | instances $%.0f, requests $%.0f, store $%.0f | | | |\n", f.instanceCost, f.requestCost, f.storeCost)
-	be25, be26 := breakEven(in, in.onDemand2025, lmiMaxConcurrency, true), breakEven(in, in.onDemand2026, lmiMaxConcurrency, false)
-	fmt.Fprintf(&sb, "| break-even | Managed Instances cost less from %d idle 2025 clients and from %d idle 2026 listeners (at %d per environment; at %d: %d and %d) |\n",
-		be25, be26, lmiMaxConcurrency, lmiTemplateConc, breakEven(in, in.onDemand2025, lmiTemplateConc, true), breakEven(in, in.onDemand2026, lmiTemplateConc, false))
+	be25, be26 := breakEven(in, in.onDemand2025, lmiTemplateConc, true), breakEven(in, in.onDemand2026, lmiTemplateConc, false)
+	fmt.Fprintf(&sb, "| break-even | Managed Instances cost less from %d idle 2025 clients and from %d idle 2026 listeners (at the template's %d per environment; at %d: %d and %d) |\n",
+		be25, be26, lmiTemplateConc, lmiLowConc, breakEven(in, in.onDemand2025, lmiLowConc, true), breakEven(in, in.onDemand2026, lmiLowConc, false))
 	meets := func(ok bool) string {
 		if ok {
 			return "meets"
@@ -336,7 +336,7 @@ func scaleReport(in scaleInputs, p50, p99, maxLat time.Duration) (string, [2]flo
 		return "MISSES"
 	}
 	fmt.Fprintf(&sb, "| goal ≤ $0.05 per idle client-month at 100,000, delivery ≤ 1 s | Managed Instances (%d per environment): 2025 $%.4f %s, 2026 $%.4f %s; p99 delivery %v %s; on-demand: 2025 $%.3f %s, 2026 $%.2f %s |\n",
-		lmiMaxConcurrency, at100k[0], meets(at100k[0] <= 0.05), at100k[1], meets(at100k[1] <= 0.05), p99.Round(time.Millisecond), meets(p99 <= time.Second),
+		lmiTemplateConc, at100k[0], meets(at100k[0] <= 0.05), at100k[1], meets(at100k[1] <= 0.05), p99.Round(time.Millisecond), meets(p99 <= time.Second),
 		in.onDemand2025, meets(in.onDemand2025 <= 0.05), in.onDemand2026, meets(in.onDemand2026 <= 0.05))
 	return sb.String(), at100k
 }
