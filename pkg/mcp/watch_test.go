@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,8 +16,8 @@ import (
 // TestWatcherReadsFullPagesAtOnce: a fan-out larger than one read of the
 // change feed (notify.MaxChangesRead) is read page after page at once, not
 // one page per PollInterval: the stream of the last session written, in
-// the third page, is woken by the read that finds the first page, not two
-// PollIntervals later.
+// the second page, is woken by the read that finds the first page, not a
+// PollInterval later.
 func TestWatcherReadsFullPagesAtOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "pages.db")
 	st, err := sqlitestore.New(path, nil)
@@ -30,13 +31,17 @@ func TestWatcherReadsFullPagesAtOnce(t *testing.T) {
 	}
 	defer other.Close()
 	ctx := context.Background()
-	const poll = 8 * time.Second
+	const poll = 10 * time.Second
 	srv := NewServer(&Implementation{Name: "pages", Version: "1"}, st, &ServerOptions{PollInterval: poll})
-	ids := make([]string, 2*notify.MaxChangesRead+100)
+	ids := make([]string, notify.MaxChangesRead+100)
 	now := time.Now()
+	const uri = "events://pages"
 	for i := range ids {
 		ids[i] = fmt.Sprintf("pages-session-%05d-xxxxxxxx", i)
 		if err := other.CreateSession(ctx, &notify.Session{ID: ids[i], ProtocolVersion: "2025-11-25", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Subscribe(ctx, ids[i], uri); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -47,16 +52,19 @@ func TestWatcherReadsFullPagesAtOnce(t *testing.T) {
 		t.Fatal("no watcher")
 	}
 	registered := time.Now()
-	for _, id := range ids {
-		if _, _, err := other.Append(ctx, id, notify.SessionStream, [][]byte{[]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`)}, nil); err != nil {
+	for chunk := range slices.Chunk(ids, notify.MaxAppendEach) { // a fan-out, as the ingest writes it
+		if _, err := other.AppendEach(ctx, chunk, uri, 1, func(*notify.Session, notify.Position) [][]byte {
+			return [][]byte{[]byte(`{"jsonrpc":"2.0","method":"notifications/message","params":{}}`)}
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	t.Logf("%d changes written in %v", len(ids), time.Since(registered).Round(time.Millisecond))
 	if time.Since(registered) > poll/2 {
 		t.Fatalf("writing %d changes took %v: the watcher's first read may have split them", len(ids), time.Since(registered))
 	}
-	// The first read is one poll after registration; reading the three
-	// pages one per poll would wake the stream two polls after that.
+	// The first read is one poll after registration; reading the two
+	// pages one per poll would wake the stream a poll after that.
 	limit := poll + poll*3/4
 	select {
 	case <-sw.wake:
