@@ -240,20 +240,7 @@ func (s *Store) Subscribers(ctx context.Context, uri string) (_ []string, err er
 	if uri == "" {
 		return nil, invalid("empty URI")
 	}
-	rows, err := s.st.subscribers.QueryContext(ctx, uri, toNanos(s.now()))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return queryIDs(s.st.subscribers.QueryContext(ctx, uri, toNanos(s.now())))
 }
 
 // PutMessage implements notify.Store.

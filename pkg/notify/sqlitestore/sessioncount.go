@@ -62,19 +62,7 @@ func (s *Store) IdleSessions(ctx context.Context, principal string, expiresBy ti
 	if err := notify.CheckCountSessions(principal, limit); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, idleSessions, principal, toNanos(s.now()), limit, toNanos(expiresBy))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return queryIDs(s.r.QueryContext(ctx, idleSessions, principal, toNanos(s.now()), limit, toNanos(expiresBy)))
 }
 
 // principalSessions lists the unexpired sessions of principal ?1 at ?2,
@@ -88,11 +76,16 @@ func (s *Store) PrincipalSessions(ctx context.Context, principal string, limit i
 	if err := notify.CheckCountSessions(principal, limit); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, principalSessions, principal, toNanos(s.now()), limit)
+	return queryIDs(s.r.QueryContext(ctx, principalSessions, principal, toNanos(s.now()), limit))
+}
+
+// queryIDs returns the values of a query's one text column.
+func queryIDs(rows *sql.Rows, err error) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {

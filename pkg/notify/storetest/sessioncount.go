@@ -16,15 +16,7 @@ import (
 // expiry was extended still does, expired index entries do not hide live
 // ones at the limit, and bad arguments are refused.
 func testSessionCount(t *testing.T, s *suite) {
-	st, dsn := s.storeDSN(t)
-	sc, ok := st.(notify.SessionCounter)
-	if !ok {
-		t.Fatalf("%T does not implement notify.SessionCounter", st)
-	}
-	other, ok := s.reopen(t, dsn).(notify.SessionCounter)
-	if !ok {
-		t.Fatalf("reopened store does not implement notify.SessionCounter")
-	}
+	st, sc, other := storesAs[notify.SessionCounter](t, s)
 	ctx := t.Context()
 	check := func(c notify.SessionCounter, principal string, limit, want int) {
 		t.Helper()
@@ -33,7 +25,7 @@ func testSessionCount(t *testing.T, s *suite) {
 			t.Errorf("CountSessions(%q, %d) = %d, %v; want %d", principal, limit, got, err, want)
 		}
 	}
-	of := func(p string) func(*notify.Session) { return func(s *notify.Session) { s.Principal = p } }
+	of := principalOf
 
 	check(sc, "alice", 5, 0)
 	for _, id := range []string{"a1", "a2", "a3"} {
@@ -109,15 +101,7 @@ func testSessionCount(t *testing.T, s *suite) {
 // the limit; from any Store on the same
 // database; bad arguments are refused.
 func testIdleSessions(t *testing.T, s *suite) {
-	st, dsn := s.storeDSN(t)
-	sr, ok := st.(notify.SessionReclaimer)
-	if !ok {
-		t.Fatalf("%T does not implement notify.SessionReclaimer", st)
-	}
-	other, ok := s.reopen(t, dsn).(notify.SessionReclaimer)
-	if !ok {
-		t.Fatalf("reopened store does not implement notify.SessionReclaimer")
-	}
+	st, sr, other := storesAs[notify.SessionReclaimer](t, s)
 	ctx := t.Context()
 	base := now()
 	as := func(p string, expiresIn time.Duration) func(*notify.Session) {
@@ -193,7 +177,7 @@ func testPrincipalSessions(t *testing.T, s *suite) {
 			t.Errorf("PrincipalSessions(%q, %d) = %q, %v; want %q", principal, limit, got, err, want)
 		}
 	}
-	of := func(p string) func(*notify.Session) { return func(s *notify.Session) { s.Principal = p } }
+	of := principalOf
 	soon := now().Add(time.Second)
 	short := func(s *notify.Session) { s.ExpiresAt = soon }
 	createSession(t, st, "p3", of("alice"))
@@ -227,4 +211,9 @@ func testPrincipalSessions(t *testing.T, s *suite) {
 	if _, err := sr.PrincipalSessions(ctx, strings.Repeat("p", notify.MaxURIBytes+1), 1); !wantErr(err, notify.ErrTooLarge) {
 		t.Errorf("PrincipalSessions(long principal) = %v, want ErrTooLarge", err)
 	}
+}
+
+// principalOf sets a session's Principal (a createSession option).
+func principalOf(p string) func(*notify.Session) {
+	return func(s *notify.Session) { s.Principal = p }
 }

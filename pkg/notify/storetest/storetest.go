@@ -332,3 +332,20 @@ func compactItems(items map[string]json.RawMessage) map[string]string {
 	}
 	return out
 }
+
+// storesAs returns a Store of the suite, that Store as T (an optional
+// interface of the store under test), and another Store on the same
+// database as T.
+func storesAs[T any](t *testing.T, s *suite) (notify.Store, T, T) {
+	t.Helper()
+	st, dsn := s.storeDSN(t)
+	a, ok := st.(T)
+	if !ok {
+		t.Fatalf("%T does not implement %T", st, (*T)(nil))
+	}
+	b, ok := s.reopen(t, dsn).(T)
+	if !ok {
+		t.Fatalf("a reopened %T does not implement %T", st, (*T)(nil))
+	}
+	return st, a, b
+}

@@ -17,15 +17,7 @@ import (
 // counting as live), counted per principal up to the limit, gone when it
 // expires (and its id reusable then), and bad arguments are refused.
 func testTasks(t *testing.T, s *suite) {
-	st, dsn := s.storeDSN(t)
-	ts, ok := st.(notify.TaskStore)
-	if !ok {
-		t.Fatalf("%T does not implement notify.TaskStore", st)
-	}
-	other, ok := s.reopen(t, dsn).(notify.TaskStore)
-	if !ok {
-		t.Fatalf("reopened store does not implement notify.TaskStore")
-	}
+	_, ts, other := storesAs[notify.TaskStore](t, s)
 	ctx := t.Context()
 	now := time.Now().Truncate(time.Millisecond).UTC()
 	task := func(principal, id string, ttl time.Duration) *notify.Task {
