@@ -65,6 +65,11 @@ func listenParkURI(principal string, f *SubscriptionFilter) string {
 	return "mcpush-listen:park:" + base64.RawURLEncoding.EncodeToString(sum[:18])
 }
 
+// listenCreateSubs is how many of a listen stream's subscriptions its
+// backing session is created with (the rest are added one by one): within
+// what every store takes in one CreateSession (dynamostore: 49).
+const listenCreateSubs = 40
+
 // listenParkFor is how long a listen stream that the server ended (at the
 // request's deadline, or on shutdown) waits for its client to listen again
 // with the same filter.
@@ -280,6 +285,15 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 	if err != nil {
 		return nil, fmt.Errorf("storing the liveness record: %w", err)
 	}
+	uris := append([]string{listenCancelURI(ss.Principal(), id)}, ack.ResourceSubscriptions...)
+	for _, task := range ack.TaskIDs {
+		uris = append(uris, taskURI(ss.Principal(), task))
+	}
+	// The first listenCreateSubs with the session, in the write that
+	// creates it (on DynamoDB a Subscribe is a transaction of its own,
+	// with a check of the session: 6 or more write units each); the rest
+	// one by one.
+	first := min(len(uris), listenCreateSubs)
 	now := s.opts.Now()
 	st := &notify.Session{
 		ID:                 "listen-" + randomID(16),
@@ -294,17 +308,14 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 		CreatedAt:      now,
 		ExpiresAt:      now.Add(ttl),
 		NotifiedHashes: hashes,
+		Subscriptions:  slices.Compact(slices.Sorted(slices.Values(uris[:first]))),
 	}
 	if err := s.store.CreateSession(ctx, st); err != nil {
 		s.releaseLiveness(ctx)
 		return nil, fmt.Errorf("creating the backing session: %w", err)
 	}
 	l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, ttl: ttl}
-	uris := append([]string{listenCancelURI(ss.Principal(), id)}, ack.ResourceSubscriptions...)
-	for _, task := range ack.TaskIDs {
-		uris = append(uris, taskURI(ss.Principal(), task))
-	}
-	for _, uri := range uris {
+	for _, uri := range uris[first:] {
 		if err := s.store.Subscribe(ctx, st.ID, uri); err != nil {
 			l.close(ctx)
 			s.releaseLiveness(ctx)
