@@ -42,17 +42,39 @@ type backend struct {
 	unit  string // what one counted request is
 	// The counted requests that read a session and the registry hashes.
 	sessionRead, registryRead string
-	path                      string // the SQLite file, if SQLite
+	// reopen opens another Store on the same database: another
+	// process's, as the ingest's.
+	reopen func(tb testing.TB) notify.Store
 }
 
 func backends(tb testing.TB) []backend {
-	sq, err := sqlitestore.New(filepath.Join(tb.TempDir(), "costs.db"), nil)
+	return []backend{sqliteBackend(tb), dynamoBackend(tb)}
+}
+
+// sqliteBackend is SQLite, a file, counted per Store call.
+func sqliteBackend(tb testing.TB) backend {
+	path := filepath.Join(tb.TempDir(), "costs.db")
+	sq, err := sqlitestore.New(path, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { sq.Close() })
 	var st storecount.Counter
+	return backend{name: "sqlite", store: storecount.Wrap(sq, &st), tally: storeTally{&st}, unit: "Store call",
+		sessionRead: "GetSession", registryRead: "RegistryHashes",
+		reopen: func(tb testing.TB) notify.Store {
+			other, err := sqlitestore.New(path, nil)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { other.Close() })
+			return other
+		}}
+}
 
+// dynamoBackend is DynamoDB (moto, a table of its own), counted per API
+// call and metered in request units.
+func dynamoBackend(tb testing.TB) backend {
 	endpoint := moto.Start(tb)
 	dt := newTally(dynamoRead)
 	dm := &meter{}
@@ -64,10 +86,9 @@ func backends(tb testing.TB) []backend {
 	counted := moto.NewClient(context.Background(), endpoint, func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, dt.middleware, dm.middleware)
 	})
-	return []backend{
-		{"sqlite", storecount.Wrap(sq, &st), storeTally{&st}, nil, "Store call", "GetSession", "RegistryHashes", ""},
-		{"dynamodb", dynamostore.New(counted, table, nil), dt, dm, "DynamoDB API call", "Query", "GetItem", ""},
-	}
+	return backend{name: "dynamodb", store: dynamostore.New(counted, table, nil), tally: dt, meter: dm, unit: "DynamoDB API call",
+		sessionRead: "Query", registryRead: "GetItem",
+		reopen: func(testing.TB) notify.Store { return dynamostore.New(plain, table, nil) }}
 }
 
 // reset starts a measurement: no requests and no units counted.
