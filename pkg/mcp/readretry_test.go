@@ -99,7 +99,7 @@ func TestHeldStreamReadRetry(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // a retry or two fail as well
 	flaky.set(false)
 	cleared := time.Now()
-	const within = 15 * time.Second // the backoff's cap (10 s) and more
+	const within = 15 * time.Second // a few doublings of the backoff from 100 ms, far short of idleCheck
 	for _, s := range streams {
 		for s.Record().Updated < 1 && time.Since(cleared) < within {
 			time.Sleep(20 * time.Millisecond)

@@ -281,8 +281,8 @@ func (w *watcher) wake(id string) {
 // stream with a watcher reads its log only when woken (or once per
 // idleCheck), and a wake-up that led to a failed read is spent: without
 // a retry of its own the stream would deliver what woke it only at its
-// next check, minutes later. The retries back off from PollInterval to
-// maxReadRetry, with jitter, so that the streams of a process do not
+// next check, minutes later. The retries back off from PollInterval,
+// doubling, to maxReadRetry, with jitter, so that the streams of a process do not
 // retry together against a store that already fails. The zero value is
 // no retry due.
 type readRetry struct {
@@ -290,8 +290,11 @@ type readRetry struct {
 	at       time.Time
 }
 
-// maxReadRetry caps the backoff of readRetry.
-const maxReadRetry = 10 * time.Second
+// maxReadRetry caps the backoff of readRetry: against a store that keeps
+// failing, N streams read about N/(0.75·maxReadRetry) times a second,
+// about as often as the watcher's wake-up of all of them when the feed
+// itself fails (changeFeedStale).
+const maxReadRetry = 30 * time.Second
 
 // failed schedules the next read after another failure.
 func (r *readRetry) failed(base time.Duration) {
