@@ -104,8 +104,17 @@ func TestRequestCounts(t *testing.T) {
 	fmt.Fprintf(&table2, "%-45s %5s %6s  %s\n", "call", "reads", "writes", "requests")
 	for _, s := range steps {
 		counter.Reset()
+		start := time.Now()
 		s.do()
 		got := counter.Counts()
+		if time.Since(start) >= time.Second && got["PutItem"] > s.want["PutItem"] {
+			// A write with a change feed item that took the feed's
+			// overlap (1 s) or more records its change again (a slow
+			// moto): one PutItem more, not counted against the call.
+			if got["PutItem"]--; got["PutItem"] == 0 {
+				delete(got, "PutItem")
+			}
+		}
 		if diff := cmp.Diff(s.want, got); diff != "" {
 			t.Errorf("%s: requests mismatch (-want +got):\n%s", s.name, diff)
 		}
