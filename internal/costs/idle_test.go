@@ -72,15 +72,22 @@ func getStream(tb testing.TB, url, sid, lastID string) sseResult {
 // default registry refresh), with streamOpts, except that one principal
 // may hold as many sessions as the cost model's subscribers need.
 func idleServer(tb testing.TB, b backend, streamOpts *mcp.StreamableOptions) string {
+	url, _ := idleHandler(tb, b, streamOpts)
+	return url
+}
+
+// idleHandler is idleServer, with its handler (whose Close ends its
+// streams: a listen stream parks, as at an invocation's deadline).
+func idleHandler(tb testing.TB, b backend, streamOpts *mcp.StreamableOptions) (string, *mcp.StreamableHandler) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: "costs"}, b.store, &mcp.ServerOptions{
 		DynamicRegistries: true,
-		Limits:            mcp.Limits{MaxSessionsPerPrincipal: 100_000, MaxSessionsPerHour: 100_000},
+		Limits:            mcp.Limits{MaxSessionsPerPrincipal: 100_000, MaxSessionsPerHour: 100_000, MaxListensPerPrincipal: 100_000},
 	})
 	eventtools.Add(srv, b.store, nil)
 	h := mcp.NewStreamableHandler(srv, streamOpts)
 	ts := httptest.NewServer(h)
 	tb.Cleanup(func() { ts.Close(); h.Close() })
-	return ts.URL
+	return ts.URL, h
 }
 
 // idleFigures are the measured costs of an idle client.

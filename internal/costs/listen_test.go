@@ -27,6 +27,56 @@ type listenFigures struct {
 	latency       time.Duration // ingest start to the event's arrival after the idle window
 }
 
+// arrival is a message of a listen stream and when it came.
+type arrival struct {
+	data string
+	at   time.Time
+}
+
+// openListen opens a subscriptions/listen stream on events://<topic> at
+// url and returns its next message, in order (failing tb if none comes
+// within 10 s or the stream ends). what names the message awaited.
+func openListen(tb testing.TB, ctx context.Context, url, topic string) (next func(what string) arrival) {
+	body := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["` +
+		ingest.EventURI(topic) + `"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		resp.Body.Close()
+		tb.Fatalf("listen: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	data := make(chan arrival, 16)
+	go func() {
+		defer resp.Body.Close()
+		defer close(data)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.TrimSpace(v) != "" {
+				data <- arrival{strings.TrimSpace(v), time.Now()}
+			}
+		}
+	}()
+	return func(what string) arrival {
+		select {
+		case a, ok := <-data:
+			if !ok {
+				tb.Fatalf("the listen stream ended before %s", what)
+			}
+			return a
+		case <-time.After(10 * time.Second):
+			tb.Fatalf("no %s on the listen stream in 10 s", what)
+		}
+		return arrival{}
+	}
+}
+
 // listenMonth is the monthly cost of a listen stream held all month that
 // uses rru read and wru write units per second.
 func listenMonth(rru, wru float64) float64 {
@@ -41,49 +91,9 @@ func listenMonth(rru, wru float64) float64 {
 func measureListen(tb testing.TB, b backend, window time.Duration) listenFigures {
 	url := idleServer(tb, b, &mcp.StreamableOptions{StreamHold: 100 * time.Millisecond})
 	topic := fmt.Sprintf("listen-%d", time.Now().UnixNano())
-	body := `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":["` +
-		ingest.EventURI(topic) + `"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		tb.Fatalf("listen: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	type arrival struct {
-		data string
-		at   time.Time
-	}
-	data := make(chan arrival, 16)
-	go func() {
-		defer close(data)
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "data:"); ok && strings.TrimSpace(v) != "" {
-				data <- arrival{strings.TrimSpace(v), time.Now()}
-			}
-		}
-	}()
-	next := func(what string) arrival {
-		select {
-		case a, ok := <-data:
-			if !ok {
-				tb.Fatalf("the listen stream ended before %s", what)
-			}
-			return a
-		case <-time.After(10 * time.Second):
-			tb.Fatalf("no %s on the listen stream in 10 s", what)
-		}
-		return arrival{}
-	}
+	next := openListen(tb, ctx, url, topic)
 	if ack := next("acknowledgement"); !strings.Contains(ack.data, "notifications/subscriptions/acknowledged") {
 		tb.Fatalf("first message %s, want the acknowledgement", ack.data)
 	}

@@ -40,9 +40,13 @@ type scaleInputs struct {
 	choreDetail                string
 	// Store requests (request units on DynamoDB) of holding a stream
 	// again at the invocation deadline: a 2025 GET stream's
-	// reconnection with Last-Event-ID, a 2026 listen.
+	// reconnection with Last-Event-ID, a 2026 listen stream's park and
+	// adoption (measureRelisten; open2026 is a fresh listen's, for
+	// reference).
 	reopen2025RRU, reopen2025WRU float64
 	reopen2026RRU, reopen2026WRU float64
+	open2026RRU, open2026WRU     float64
+	reopenDetail                 string
 	// On-demand Lambda, per idle client-month: 2025 reconnecting every
 	// second (measureIdle), 2026 a held listen stream (measureListen).
 	onDemand2025, onDemand2026 float64
@@ -180,7 +184,7 @@ func measureScale(tb testing.TB, be backend, n int, window time.Duration) scaleI
 	be.reset()
 	listeners := heldclients.Start(tb, heldclients.Options{URLs: []string{url}, N: n / 2, Era: "2026", URI: ingest.EventURI(topic)}, 3*time.Minute)
 	r, w := be.units()
-	in.reopen2026RRU, in.reopen2026WRU = r/float64(n/2), w/float64(n/2)
+	in.open2026RRU, in.open2026WRU = r/float64(n/2), w/float64(n/2)
 	gets := heldclients.Start(tb, heldclients.Options{URLs: []string{url}, N: n / 2, Era: "2025", URI: ingest.EventURI(topic)}, 3*time.Minute)
 
 	time.Sleep(2 * time.Second) // idle: the watcher at its idle pace
@@ -279,6 +283,8 @@ func BenchmarkScaleCostModel(b *testing.B) {
 				idle = measureIdle(b, be, 3)
 				listen = measureListen(b, be, 2*time.Second)
 				in = measureScale(b, be, sc.streams, scaleWindow)
+				pr, pw, ar, aw, d := measureRelisten(b, be)
+				in.reopen2026RRU, in.reopen2026WRU, in.reopenDetail = pr+ar, pw+aw, d
 			}
 			// measureListen's window is shorter than a listen stream's
 			// refresh and its process's heartbeat: add them (on demand,
@@ -314,8 +320,8 @@ func scaleReport(store string, in scaleInputs, p50, p99, maxLat time.Duration) (
 	fmt.Fprintf(&sb, "| store requests per second of that process's watcher and liveness heartbeat (counted: %s in all) | %.1f reads, %.2f writes |\n", in.choreDetail, in.procReadsPerSecond, in.procWritesPerSec)
 	fmt.Fprintf(&sb, "| store requests per second of one idle stream's upkeep | 2026 listen %.3g reads + %.3g writes (derived: a backing-session refresh per %v); 2025 GET %.3g reads + %.3g writes (derived: a session check per %v, an expiry extension per %v) |\n",
 		in.chore2026RRU, in.chore2026WRU, listenHeldTTL/2, in.chore2025RRU, in.chore2025WRU, idleCheckInterval, sessionTTL/2)
-	fmt.Fprintf(&sb, "| store requests to hold a stream again at the deadline | 2025 reconnection %.2g reads + %.2g writes; 2026 listen %.2g reads + %.2g writes |\n",
-		in.reopen2025RRU, in.reopen2025WRU, in.reopen2026RRU, in.reopen2026WRU)
+	fmt.Fprintf(&sb, "| store requests (request units) to hold a stream again at the deadline | 2025 reconnection %.2g reads + %.2g writes; 2026 listen: its park and adoption %.2g + %.2g (%s), a fresh listen %.2g + %.2g |\n",
+		in.reopen2025RRU, in.reopen2025WRU, in.reopen2026RRU, in.reopen2026WRU, in.reopenDetail, in.open2026RRU, in.open2026WRU)
 	fmt.Fprintf(&sb, "| one event ingested to all %d | %d got it, %d more than once; latency p50 %v, p99 %v, max %v (ingest start to arrival) |\n",
 		in.streams, in.delivery.Got, in.delivery.Duplicates, p50.Round(time.Millisecond), p99.Round(time.Millisecond), maxLat.Round(time.Millisecond))
 	fmt.Fprintf(&sb, "| on-demand idle 2025 client / idle 2026 listen stream | $%.3f / $%.2f per month; 2025 Lambda concurrency %.4f per client |\n",
