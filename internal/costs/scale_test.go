@@ -282,8 +282,11 @@ func BenchmarkScaleCostModel(b *testing.B) {
 			for b.Loop() {
 				idle = measureIdle(b, be, 3)
 				listen = measureListen(b, be, 2*time.Second)
-				in = measureScale(b, be, sc.streams, scaleWindow)
+				// Before measureScale, whose streams and their process
+				// stay until the benchmark ends: their requests would be
+				// counted with the park and the adoption.
 				pr, pw, ar, aw, d := measureRelisten(b, be)
+				in = measureScale(b, be, sc.streams, scaleWindow)
 				in.reopen2026RRU, in.reopen2026WRU, in.reopenDetail = pr+ar, pw+aw, d
 			}
 			// measureListen's window is shorter than a listen stream's

@@ -101,7 +101,14 @@ func (s *Server) holdLiveness(ctx context.Context) (string, error) {
 	if lv.rec == nil {
 		now := s.opts.Now()
 		st := &notify.Session{ID: lv.id, Principal: livenessPrincipal, CreatedAt: now, ExpiresAt: now.Add(livenessTTL)}
-		if err := s.store.CreateSession(ctx, st); err != nil {
+		err := s.store.CreateSession(ctx, st)
+		if errors.Is(err, notify.ErrExists) {
+			// Ours (the id is this Server's): a deletion that failed when
+			// the last stream ended, or a creation whose answer was lost.
+			// Take it as it is stored; the next beat extends it.
+			st, err = s.store.GetSession(ctx, lv.id)
+		}
+		if err != nil {
 			return "", err
 		}
 		lv.rec = &ServerSession{srv: s, state: st}

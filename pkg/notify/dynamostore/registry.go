@@ -112,7 +112,11 @@ func (s *Store) ApplyRegistry(ctx context.Context, kind, op string, items map[st
 			if err != nil {
 				return nil, false, err
 			}
-			return &now.Registry, getS(old, attrTok) == tok, nil
+			mine := getS(old, attrTok) == tok
+			if mine {
+				s.lateChange(ctx, began, true, notify.RegistryChanged)
+			}
+			return &now.Registry, mine, nil
 		}
 		failed, _ := c.failed(0)
 		switch {
