@@ -28,19 +28,23 @@ func measureRelisten(tb testing.TB, b backend) (parkRRU, parkWRU, adoptRRU, adop
 	defer cancel()
 	stamp := time.Now().UnixNano()
 	topic := func(i int) string { return fmt.Sprintf("relisten-%d-%d", stamp, i) }
-	var onA []func(string) arrival
-	for i := range relistenStreams {
-		next := openListen(tb, ctx, urlA, topic(i))
-		if ack := next("acknowledgement"); !strings.Contains(ack.data, "notifications/subscriptions/acknowledged") {
-			tb.Fatalf("first message %s, want the acknowledgement", ack.data)
+	// listens opens n listen streams at url, on topic(first) and on, each
+	// acknowledged.
+	listens := func(url string, first, n int) []func(string) arrival {
+		var out []func(string) arrival
+		for i := first; i < first+n; i++ {
+			next := openListen(tb, ctx, url, topic(i))
+			if ack := next("acknowledgement"); !strings.Contains(ack.data, "notifications/subscriptions/acknowledged") {
+				tb.Fatalf("first message %s, want the acknowledgement", ack.data)
+			}
+			out = append(out, next)
 		}
-		onA = append(onA, next)
+		return out
 	}
+	onA := listens(urlA, 0, relistenStreams)
 	// A stream already held on B: its liveness record is there, as on an
 	// environment that serves others.
-	if ack := openListen(tb, ctx, urlB, topic(-1))("acknowledgement"); !strings.Contains(ack.data, "acknowledged") {
-		tb.Fatalf("first message %s, want the acknowledgement", ack.data)
-	}
+	listens(urlB, -1, 1)
 
 	b.reset()
 	hA.Close() // every stream of A parks and ends with the empty result
@@ -57,14 +61,7 @@ func measureRelisten(tb testing.TB, b backend) (parkRRU, parkWRU, adoptRRU, adop
 	publishOn(tb, b.reopen(tb), topic(0))
 
 	b.reset()
-	var onB []func(string) arrival
-	for i := range relistenStreams {
-		next := openListen(tb, ctx, urlB, topic(i))
-		if ack := next("acknowledgement"); !strings.Contains(ack.data, "notifications/subscriptions/acknowledged") {
-			tb.Fatalf("first message %s, want the acknowledgement", ack.data)
-		}
-		onB = append(onB, next)
-	}
+	onB := listens(urlB, 0, relistenStreams)
 	// Each adopting stream's first read (its session and log, which
 	// deliver what reached it while parked) follows its acknowledgement.
 	time.Sleep(300 * time.Millisecond)
