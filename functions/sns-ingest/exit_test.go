@@ -55,21 +55,7 @@ func TestRunStoreExitCodes(t *testing.T) {
 
 	// An endpoint that accepts connections and never answers: "opening
 	// the store: context deadline exceeded" is retryable, exit 3.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	for _, ep := range []string{"http://" + ln.Addr().String(), fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))} {
+	for _, ep := range []string{testenv.SilentEndpoint(t), fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))} {
 		dynamoEnv(t, te, ep, table)
 		if code, out := te.run(t, "-topic", "t", "-message", "m"); code != exitRetry || out != "" || !strings.Contains(te.stderr.String(), ep) {
 			t.Errorf("endpoint %s: exit %d, stdout %q, stderr %s; want %d naming the endpoint", ep, code, out, te.stderr.String(), exitRetry)

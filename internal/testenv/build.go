@@ -136,3 +136,31 @@ func ephemeralLow() int {
 	}
 	return max(low, minPort+1000)
 }
+
+// SilentEndpoint returns the URL ("http://127.0.0.1:PORT") of a listener
+// that accepts connections and never answers, closed when t ends: a store
+// or server that hangs, which only a timeout ends.
+func SilentEndpoint(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				for _, c := range conns {
+					c.Close()
+				}
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return "http://" + ln.Addr().String()
+}

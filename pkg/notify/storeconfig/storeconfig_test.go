@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,21 +137,7 @@ func TestOpenChecksDynamoDB(t *testing.T) {
 	// the SDK, then given up.
 	closed := fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))
 	// A listener that accepts and never answers: only the timeout ends it.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	silent := "http://" + ln.Addr().String()
+	silent := testenv.SilentEndpoint(t)
 	for _, ep := range []string{closed, silent} {
 		dynamoEnv(t, ep)
 		err := openCheck(t, "dynamodb:mcpush")
