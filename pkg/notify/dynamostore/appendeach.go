@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/mcpush/mcpush/pkg/notify"
 )
@@ -170,10 +168,8 @@ func (s *Store) appendOnce(ctx context.Context, uri string, upTo int64, pick fun
 		// The change feed's item, last (see Append).
 		items = append(items, types.TransactWriteItem{Put: s.changeItem(now, ids)})
 		var at attempts
-		began := time.Now()
-		_, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, at.option)
+		_, err := s.transactChange(ctx, items, &at, ids)
 		if err == nil {
-			s.lateChange(ctx, began, at.retried(), ids...)
 			return s.appendedGroup(group), later, nil
 		}
 		c, ok := asCancellation(err)
@@ -192,7 +188,6 @@ func (s *Store) appendOnce(ctx context.Context, uri string, upTo int64, pick fun
 			case headFailed && getS(head, attrTok) == tok, posFailed && getS(marker, attrTok) == tok && getN(marker, attrPos) == upTo:
 				// This call's own earlier attempt, retried by the SDK,
 				// wrote the whole transaction.
-				s.lateChange(ctx, began, at.retried(), ids...)
 				return s.appendedGroup(group), later, nil
 			case metaFailed, posFailed && (len(marker) == 0 || getN(marker, attrPos) >= upTo):
 				// Gone, unsubscribed, or at upTo already.

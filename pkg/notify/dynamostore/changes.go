@@ -28,7 +28,7 @@ import (
 // tokens read within the overlap, so that none is reported twice. A
 // write that may have committed more than the overlap after its item's
 // stamp (the SDK retried it, or it was slow) puts the item again, stamped
-// after the commit (lateChange). A deleter that dies between the deletion
+// after the commit (transactChange). A deleter that dies between the deletion
 // and its put loses the hint; the stream learns of it at its own next
 // check.
 const (
@@ -71,18 +71,22 @@ func (s *Store) recordChange(ctx context.Context, ids ...string) {
 	}
 }
 
-// lateChange records the change of ids again, stamped now, after a write
-// begun at began that carried their feed item, if that item may have
-// become visible after a reader's window (changeOverlap before its
-// previous read) had moved past its stamp: when the SDK sent the write
-// more than once (retried, a throttled or lost attempt: every attempt
-// carries the first stamp), or the write took changeOverlap or more. The
-// reader's next window holds the new item; without it the streams of ids
-// would learn of their change only at their own check.
-func (s *Store) lateChange(ctx context.Context, began time.Time, retried bool, ids ...string) {
-	if retried || time.Since(began) >= changeOverlap {
+// transactChange runs a transaction whose items include the change feed
+// item naming ids, and records their change again, stamped after the
+// call, when that item may have become visible after a reader's window
+// (changeOverlap before its previous read) had moved past its stamp: when
+// the SDK sent the transaction more than once (every attempt carries the
+// first stamp, and an earlier attempt may have committed, however the
+// call ends), or it succeeded after changeOverlap or more. The reader's
+// next window holds the new item; without it the streams of ids would
+// learn of their change only at their own check. No ids: no record.
+func (s *Store) transactChange(ctx context.Context, items []types.TransactWriteItem, at *attempts, ids []string) (*dynamodb.TransactWriteItemsOutput, error) {
+	began := time.Now()
+	out, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, at.option)
+	if at.retried() || err == nil && time.Since(began) >= changeOverlap {
 		s.recordChange(ctx, ids...)
 	}
+	return out, err
 }
 
 // Changes implements notify.Store: one Query per partition the window

@@ -37,16 +37,9 @@ func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][
 		idemKey, cas = opts.IdempotencyKey, opts.NotifiedHash
 	}
 
-	var ( // the last transaction's attempts, and when it was sent
-		sent   *attempts
-		sentAt time.Time
-	)
+	var changed []string // the change feed's ids, on the session stream
 	if streamID == notify.SessionStream {
-		defer func() {
-			if err == nil && appended && sent != nil {
-				s.lateChange(ctx, sentAt, sent.retried(), sessionID)
-			}
-		}()
+		changed = []string{sessionID}
 	}
 	pk := sessPK(sessionID)
 	cacheKey := pk + "|" + headSK(streamID)
@@ -62,14 +55,13 @@ func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][
 		now := s.now()
 		nowN := toNanos(now)
 		items := s.appendItems(pk, streamID, data, old, tok, now, idemKey, cas)
-		if streamID == notify.SessionStream {
+		if changed != nil {
 			// The change feed's item commits with the events (last: the
 			// order above is what cancellation reasons are read by).
-			items = append(items, types.TransactWriteItem{Put: s.changeItem(now, []string{sessionID})})
+			items = append(items, types.TransactWriteItem{Put: s.changeItem(now, changed)})
 		}
 		var at attempts
-		sent, sentAt = &at, time.Now()
-		_, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, at.option)
+		_, err := s.transactChange(ctx, items, &at, changed)
 		if err == nil {
 			s.seqs.set(cacheKey, old+n)
 			return old + n, true, nil

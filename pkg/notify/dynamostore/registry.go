@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -94,10 +93,8 @@ func (s *Store) ApplyRegistry(ctx context.Context, kind, op string, items map[st
 			{Put: s.changeItem(now, []string{notify.RegistryChanged})},
 		}
 		var at attempts
-		began := time.Now()
-		_, err = s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: tx}, at.option)
+		_, err = s.transactChange(ctx, tx, &at, []string{notify.RegistryChanged})
 		if err == nil {
-			s.lateChange(ctx, began, at.retried(), notify.RegistryChanged)
 			return &notify.Registry{Kind: kind, Hash: hash, Items: next}, true, nil
 		}
 		c, ok := asCancellation(err)
@@ -112,11 +109,7 @@ func (s *Store) ApplyRegistry(ctx context.Context, kind, op string, items map[st
 			if err != nil {
 				return nil, false, err
 			}
-			mine := getS(old, attrTok) == tok
-			if mine {
-				s.lateChange(ctx, began, true, notify.RegistryChanged)
-			}
-			return &now.Registry, mine, nil
+			return &now.Registry, getS(old, attrTok) == tok, nil
 		}
 		failed, _ := c.failed(0)
 		switch {
