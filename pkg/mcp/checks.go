@@ -47,9 +47,9 @@ func (s *Server) checkSubscribe(ss *ServerSession, method, uri string) error {
 }
 
 // reservedURIPrefix begins the URI schemes of the server's own
-// subscriptions in the store (the mcpush-listen: URIs of listen streams'
-// cancellation and parking): no client subscribes to one, or it would
-// receive another stream's control records.
+// subscriptions in the store (the mcpush-listen:task: URIs of the tasks
+// listen streams name): no client subscribes to one, or it would receive
+// another stream's task notifications.
 const reservedURIPrefix = "mcpush-"
 
 // reservedURI reports whether uri is in the reserved namespace (scheme

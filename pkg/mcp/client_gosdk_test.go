@@ -254,6 +254,13 @@ func testGoSDK(t *testing.T, mode mcp.ClientMode, wantVersion string) {
 	if err := srv.ResourceUpdated(ctx, &gosdk.ResourceUpdatedNotificationParams{URI: "test://r"}); err != nil {
 		t.Fatal(err)
 	}
+	// Before unsubscribing: in the 2026 era the notification travels on
+	// the listen stream that the unsubscription replaces.
+	waitFor(t, "notifications/resources/updated", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(strings.Join(notes, " "), "notifications/resources/updated")
+	})
 	if err := cs.Unsubscribe(ctx, "test://r"); err != nil {
 		t.Errorf("unsubscribe: %v", err)
 	}
@@ -264,11 +271,6 @@ func testGoSDK(t *testing.T, mode mcp.ClientMode, wantVersion string) {
 	if err != nil || gp.Messages[0].Content.(*mcp.TextContent).Text != "hello bob" {
 		t.Errorf("prompt: %v %+v", err, gp)
 	}
-	waitFor(t, "notifications/resources/updated", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return strings.Contains(strings.Join(notes, " "), "notifications/resources/updated")
-	})
 
 	tools, err := cs.ListTools(ctx)
 	if err != nil {

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/mcpush/mcpush/pkg/notify"
@@ -44,25 +42,15 @@ const (
 	maxListenURI = 2048
 )
 
-// listenCancelURI names the listen streams that a notifications/cancelled
-// from principal for request id ends. Each listen stream's backing session
-// is subscribed to it, so the process that receives the cancellation finds
-// the stream's session, on whichever process the stream is served, with
-// the store's subscription index, and appends listenCancel to its log.
-func listenCancelURI(principal string, id json.RawMessage) string {
-	sum := sha256.Sum256([]byte(principal + "\x00" + canonicalID(id)))
-	return "mcpush-listen:" + base64.RawURLEncoding.EncodeToString(sum[:18])
-}
-
-// listenParkURI names the parked listen streams (see park) of principal
-// with the acknowledged filter f: a backing session is subscribed to it
-// while it waits to be adopted.
-func listenParkURI(principal string, f *SubscriptionFilter) string {
+// listenParkKey names the parked listen streams (see park) of principal
+// with the acknowledged filter f: a parked stream's backing session
+// records it (listenInfo.Parked) while it waits to be adopted.
+func listenParkKey(principal string, f *SubscriptionFilter) string {
 	g := *f
 	g.ResourceSubscriptions = slices.Sorted(slices.Values(f.ResourceSubscriptions))
 	b, _ := json.Marshal(&g)
 	sum := sha256.Sum256([]byte(principal + "\x00" + string(b)))
-	return "mcpush-listen:park:" + base64.RawURLEncoding.EncodeToString(sum[:18])
+	return base64.RawURLEncoding.EncodeToString(sum[:18])
 }
 
 // listenCreateSubs is how many of a listen stream's subscriptions its
@@ -122,10 +110,6 @@ func (e *errListenQuota) Error() string {
 		" open listen streams, the limit; end one (notifications/cancelled or closing it) or retry later"
 }
 
-// listenAdopted prefixes the key of the write-once message that claims a
-// parked listen stream's backing session for a new stream.
-const listenAdopted = "listen/adopted"
-
 // listenCancel is the control record that ends the listen stream of
 // request id (and not a later stream that adopts its backing session).
 func listenCancel(id json.RawMessage) []byte {
@@ -133,25 +117,50 @@ func listenCancel(id json.RawMessage) []byte {
 	return b
 }
 
-// cancelListen ends the listen streams a notifications/cancelled names: it
-// appends listenCancel to the log of each, which the stream reads at its
-// next poll.
-func (s *Server) cancelListen(ctx context.Context, principal string, m *Message) {
+// cancelListen ends the listen stream a notifications/cancelled names: it
+// appends listenCancel to the log of the backing session that records the
+// request id (listenInfo.Request), which the stream reads at its next
+// poll, on whichever process it is served. It looks among the backing
+// sessions of owner (quotaPrincipal: for an anonymous client, its
+// address): one read of the store's per-principal index, and one of each
+// session until the one serving the request is found; a cancellation of a
+// request that is not a listen stream writes nothing. A store without the
+// index (notify.SessionReclaimer) ends no listen stream this way: the
+// client closes it instead.
+func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 	p, err := decodeParams[CancelledParams](m.Params)
 	if err != nil || len(p.RequestID) == 0 {
 		return
 	}
-	ids, err := s.store.Subscribers(ctx, listenCancelURI(principal, p.RequestID))
+	want := canonicalID(p.RequestID)
+	ids, err := s.listenSessions(ctx, owner)
 	if err != nil {
 		s.log.WarnContext(ctx, "cancelling a listen stream", "err", err)
 		return
 	}
 	for _, id := range ids {
+		st, err := s.store.GetSession(ctx, id)
+		if err != nil || listenInfoOf(st).Request != want || st.Principal != listenPrincipal(owner) {
+			continue // gone, or another stream (or a parked one)
+		}
 		if _, _, err := s.store.Append(ctx, id, getStream, [][]byte{listenCancel(p.RequestID)}, nil); err != nil && !errors.Is(err, notify.ErrNotFound) {
 			s.log.WarnContext(ctx, "cancelling a listen stream", "stream", id, "err", err)
 		}
 		s.watcher.wake(id)
+		return
 	}
+}
+
+// listenSessions returns the ids of the backing sessions of owner's listen
+// streams, open or parked, sorted: one read of the store's per-principal
+// index. nil without it (notify.SessionReclaimer).
+func (s *Server) listenSessions(ctx context.Context, owner string) ([]string, error) {
+	sr, ok := s.store.(notify.SessionReclaimer)
+	if !ok {
+		return nil, nil
+	}
+	// Beyond the bound: streams opened concurrently may exceed it.
+	return sr.PrincipalSessions(ctx, listenPrincipal(owner), 2*s.opts.Limits.MaxListensPerPrincipal)
 }
 
 // parseListenFilter decodes and checks a listen request's filter: unknown
@@ -266,7 +275,7 @@ type listenStream struct {
 // MaxListensPerPrincipal listen streams (*errListenQuota if not, before
 // anything is stored), it creates a backing session whose baseline is the
 // registries as they are now (nothing from before the stream), subscribed
-// to the acknowledged resources and to the stream's cancel URI. owner is
+// to the acknowledged resources and the named tasks. owner is
 // the principal whose quota the stream counts against and whose parked
 // streams it may adopt (quotaPrincipal: an anonymous client's address).
 func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string, id json.RawMessage, f *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
@@ -285,7 +294,7 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 	if err != nil {
 		return nil, fmt.Errorf("storing the liveness record: %w", err)
 	}
-	uris := append([]string{listenCancelURI(ss.Principal(), id)}, ack.ResourceSubscriptions...)
+	uris := slices.Clone(ack.ResourceSubscriptions)
 	for _, task := range ack.TaskIDs {
 		uris = append(uris, taskURI(ss.Principal(), task))
 	}
@@ -299,7 +308,7 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 		ID:                 "listen-" + randomID(16),
 		Principal:          listenPrincipal(owner),
 		ProtocolVersion:    ss.ProtocolVersion(),
-		ClientInfo:         listenOwner(process),
+		ClientInfo:         listenInfo{Process: process, Request: canonicalID(id)}.encode(),
 		ClientCapabilities: ss.state.ClientCapabilities,
 		Initialized:        true,
 		// A listen stream carries no log messages: at the highest level
@@ -354,22 +363,21 @@ func (s *Server) allowListen(ctx context.Context, principal string) error {
 }
 
 // adoptListen takes over a parked listen stream of owner with the
-// acknowledged filter ack for the request id: claimed with a write-once
-// message (one claimant wins), moved from the park to id's cancel URI,
-// with its expiry extended to ttl and this process recorded as the one
-// serving it; the stream reads its log from where the parked one
-// stopped. It returns nil when there is none to adopt. An adopted stream
-// holds the liveness record (releaseLiveness).
+// acknowledged filter ack for the request id, if there is one (nil if
+// not): found among owner's backing sessions (listenSessions, and a read
+// of each until one is parked with ack's listenParkKey), and claimed with
+// one conditional write of its session, on the version read (of two
+// claimants one wins, the other looks further), which extends its expiry
+// to ttl and records this process and the request. The stream reads its
+// log from where the parked one stopped. An adopted stream holds the
+// liveness record (releaseLiveness).
 func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner string, id json.RawMessage, ack *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
-	park := listenParkURI(ss.Principal(), ack)
-	ids, err := s.store.Subscribers(ctx, park)
+	key := listenParkKey(ss.Principal(), ack)
+	ids, err := s.listenSessions(ctx, owner)
 	if err != nil {
 		return nil, fmt.Errorf("looking for a parked listen stream: %w", err)
 	}
 	for _, sid := range ids {
-		if !strings.HasPrefix(sid, "listen-") {
-			continue
-		}
 		st, err := s.store.GetSession(ctx, sid)
 		if errors.Is(err, notify.ErrNotFound) {
 			continue
@@ -377,38 +385,26 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner strin
 		if err != nil {
 			return nil, fmt.Errorf("reading a parked listen stream: %w", err)
 		}
-		if st.Principal != listenPrincipal(owner) {
-			continue // not one of this principal's streams
+		parked := listenInfoOf(st)
+		if parked.Parked != key || st.Principal != listenPrincipal(owner) {
+			continue // served, or parked with another filter
 		}
-		// The claim names the session's version, which each park
-		// moves: a stream parked again can be adopted again.
-		claimed, err := s.store.PutMessage(ctx, sid, listenAdopted+"/"+strconv.FormatInt(st.Version, 10), []byte(canonicalID(id)))
-		if errors.Is(err, notify.ErrNotFound) || err == nil && !claimed {
-			continue // expired meanwhile, or another stream took it
-		}
-		if err != nil {
-			return nil, fmt.Errorf("claiming a parked listen stream: %w", err)
-		}
-		l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, after: st.Delivered, ttl: ttl}
 		process, err := s.holdLiveness(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("storing the liveness record: %w", err)
 		}
-		err = s.store.Unsubscribe(ctx, sid, park)
-		if err == nil {
-			err = s.store.Subscribe(ctx, sid, listenCancelURI(ss.Principal(), id))
-		}
-		if err == nil {
-			now := s.opts.Now()
-			err = s.updateSession(ctx, l.sess, func(st *notify.Session) {
-				st.ExpiresAt, st.ClientInfo = now.Add(ttl), listenOwner(process)
-			})
+		st.ExpiresAt = s.opts.Now().Add(ttl)
+		st.ClientInfo = listenInfo{Process: process, Request: canonicalID(id)}.encode()
+		err = s.store.UpdateSession(ctx, st)
+		if errors.Is(err, notify.ErrConflict) || errors.Is(err, notify.ErrNotFound) {
+			s.releaseLiveness(ctx)
+			continue // another stream took it, or it expired meanwhile
 		}
 		if err != nil {
 			s.releaseLiveness(ctx)
 			return nil, fmt.Errorf("adopting a parked listen stream: %w", err)
 		}
-		return l, nil
+		return &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, after: parked.After, ttl: ttl}, nil
 	}
 	return nil, nil
 }
@@ -417,28 +413,21 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner strin
 // request's deadline, shutdown) for listenParkFor, so that the client's
 // next listen with the same filter adopts it and gets what reached it in
 // between: the era has no replay, and this is what keeps a change from
-// falling between two streams. Its expiry is set to listenParkFor, and it
-// names no process (a parked stream counts against its principal's bound
-// until adopted or expired, whichever process parked it). It records the
-// read position, drops the stream's cancel URI and subscribes the session
-// to the park. A failure deletes the session instead.
+// falling between two streams. One write of the session: its expiry set
+// to listenParkFor, and its listenInfo to parked, with the stream's filter
+// and read position, and no process (a parked stream counts against its
+// principal's bound until adopted or expired, whichever process parked
+// it) and no request (a late cancellation of the ended request finds
+// nothing). A failure deletes the session instead.
 func (l *listenStream) park(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	s, st := l.srv, l.sess.state
-	err := s.store.MarkDelivered(ctx, st.ID, l.after)
-	if err == nil {
-		err = s.store.Unsubscribe(ctx, st.ID, listenCancelURI(l.principal, l.id))
-	}
-	if err == nil {
-		until := s.opts.Now().Add(listenParkFor)
-		err = s.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt, st.ClientInfo = until, nil })
-	}
-	if err == nil { // last: an adopter finds it parked in full
-		err = s.store.Subscribe(ctx, st.ID, listenParkURI(l.principal, l.filter))
-	}
+	s := l.srv
+	until := s.opts.Now().Add(listenParkFor)
+	parked := listenInfo{Parked: listenParkKey(l.principal, l.filter), After: l.after}.encode()
+	err := s.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt, st.ClientInfo = until, parked })
 	if err != nil {
-		s.log.WarnContext(ctx, "parking a listen stream", "stream", st.ID, "err", err)
+		s.log.WarnContext(ctx, "parking a listen stream", "stream", l.sess.ID(), "err", err)
 		l.close(ctx)
 	}
 }

@@ -127,9 +127,9 @@ func TestListenBoundPerPrincipal(t *testing.T) {
 		t.Errorf("store rows %v after the refused listens, %v before: the refused stored something", rows, atLimit)
 	}
 	// One backing session per open stream, each subscribed to its 10
-	// resources and its cancel URI, and one liveness record per process.
-	if rows["sessions"] != limit+2 || rows["subscriptions"] != limit*11 {
-		t.Errorf("%d sessions, %d subscriptions; want %d (and 2 liveness records) and %d", rows["sessions"], rows["subscriptions"], limit, limit*11)
+	// resources, and one liveness record per process.
+	if rows["sessions"] != limit+2 || rows["subscriptions"] != limit*10 {
+		t.Errorf("%d sessions, %d subscriptions; want %d (and 2 liveness records) and %d", rows["sessions"], rows["subscriptions"], limit, limit*10)
 	}
 
 	// The listens leave the principal its 2025-era session.
@@ -205,18 +205,24 @@ func TestListenRefreshCheap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"mcpush/process":"` + process + `"}`; string(st.ClientInfo) != want {
+	if want := `{"mcpush/process":"` + process + `","mcpush/request":"s:R"}`; string(st.ClientInfo) != want {
 		t.Errorf("the backing session's ClientInfo %s, want %s", st.ClientInfo, want)
 	}
-	// A stream the server ends is parked for its 2 minutes: the next
-	// listen can adopt it.
+	// A stream the server ends is parked for its 2 minutes, in one
+	// write: the next listen can adopt it.
+	before := st.Version
 	h.Close()
 	st, err = raw.GetSession(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := st.ExpiresAt, clock.Now().Add(2*time.Minute); got.Sub(want).Abs() > time.Second || st.ClientInfo != nil {
-		t.Errorf("parked: expiry %v, ClientInfo %s; want about %v (2 minutes) and none", got, st.ClientInfo, want)
+	var parked map[string]any
+	_ = json.Unmarshal(st.ClientInfo, &parked)
+	if got, want := st.ExpiresAt, clock.Now().Add(2*time.Minute); got.Sub(want).Abs() > time.Second || parked["mcpush/process"] != nil || parked["mcpush/request"] != nil || parked["mcpush/parked"] == nil {
+		t.Errorf("parked: expiry %v, ClientInfo %s; want about %v (2 minutes), a park key and no process or request", got, st.ClientInfo, want)
+	}
+	if st.Version != before+1 {
+		t.Errorf("parking moved the session's version from %d to %d; want one write", before, st.Version)
 	}
 	if _, err := raw.GetSession(t.Context(), process); err == nil {
 		t.Errorf("the liveness record outlives the process's last stream")

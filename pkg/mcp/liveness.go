@@ -15,7 +15,7 @@ import (
 // long (listenHeldTTL: one write per stream per several minutes) and still
 // stop counting against MaxListensPerPrincipal soon after the process
 // dies (SIGKILL, a crash, a frozen sandbox): each backing session names
-// the record of the process that serves it (listenOwner), and a listen
+// the record of the process that serves it (listenInfo), and a listen
 // refused at the bound deletes the backing sessions whose process's record
 // has expired (reclaimListens), then counts again.
 //
@@ -61,26 +61,40 @@ type liveness struct {
 	checked map[string]time.Time
 }
 
-// listenOwner is the ClientInfo of a listen backing session served by the
-// process whose liveness record is id ("": a parked stream's, which no
-// process serves).
-func listenOwner(id string) json.RawMessage {
-	if id == "" {
+// listenInfo is what a listen backing session records in its ClientInfo
+// (which no client sees): who serves it, or that it is parked. One place
+// reads and writes it, so that parking and adopting a stream are each one
+// write of the session item.
+type listenInfo struct {
+	// Process is the liveness record of the process serving the stream
+	// ("": parked, or a store without liveness records).
+	Process string `json:"mcpush/process,omitempty"`
+	// Request is the canonical id of the listen request the stream
+	// serves: what a notifications/cancelled names (cancelListen).
+	Request string `json:"mcpush/request,omitempty"`
+	// Parked is the listenParkKey of a parked stream, which the client's
+	// next listen with the same filter adopts (adoptListen).
+	Parked string `json:"mcpush/parked,omitempty"`
+	// After is a parked stream's read position in the session's log.
+	After int64 `json:"mcpush/after,omitempty"`
+}
+
+// encode is i as a ClientInfo (nil when it records nothing).
+func (i listenInfo) encode() json.RawMessage {
+	if i == (listenInfo{}) {
 		return nil
 	}
-	b, _ := json.Marshal(map[string]string{"mcpush/process": id})
+	b, _ := json.Marshal(i)
 	return b
 }
 
-// ownerOf returns the liveness record id a backing session names, or "".
-func ownerOf(st *notify.Session) string {
-	var v struct {
-		Process string `json:"mcpush/process"`
+// listenInfoOf returns what backing session st records (zero if nothing).
+func listenInfoOf(st *notify.Session) listenInfo {
+	var i listenInfo
+	if len(st.ClientInfo) > 0 && json.Unmarshal(st.ClientInfo, &i) != nil {
+		return listenInfo{}
 	}
-	if len(st.ClientInfo) == 0 || json.Unmarshal(st.ClientInfo, &v) != nil {
-		return ""
-	}
-	return v.Process
+	return i
 }
 
 // holdLiveness registers a listen stream with the process's liveness
@@ -226,7 +240,7 @@ func (s *Server) reclaimListens(ctx context.Context, lp string, limit int) int {
 		if err != nil {
 			continue // gone meanwhile, or unreadable: left alone
 		}
-		owner := ownerOf(st)
+		owner := listenInfoOf(st).Process
 		if owner == "" || owner == self {
 			continue
 		}

@@ -229,7 +229,7 @@ func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Reques
 		// Notifications (notifications/cancelled of a listen stream) and
 		// stray responses: nothing to answer.
 		if m.IsNotification() && m.Method == "notifications/cancelled" {
-			h.srv.cancelListen(r.Context(), principal, m)
+			h.srv.cancelListen(r.Context(), quotaPrincipal(r, principal), m)
 		}
 		w.WriteHeader(http.StatusAccepted)
 		return

@@ -714,4 +714,88 @@ func TestListenAdoptsParked(t *testing.T) {
 	if m := next(t, third); m["method"] != "notifications/tools/list_changed" {
 		t.Fatalf("the stream adopting a second time got %v, want the tools/list_changed from between the streams", m)
 	}
+
+	// Cancellations of the adopted stream, sent to another process: one
+	// naming a request that is not a listen stream, and one naming the
+	// ended stream that it was adopted from, write nothing and end
+	// nothing; one naming its own request ends it.
+	c := newStatelessProc(t, db, nil, nil)
+	cancelReq := func(id string) {
+		t.Helper()
+		resp, _ := testutil.PostRead(t, nil, c.url, "", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"`+id+`",`+meta2026(`{}`)+`}}`,
+			headers2026("notifications/cancelled", "")...)
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("notifications/cancelled %s: HTTP %d, want 202", id, resp.StatusCode)
+		}
+	}
+	before := storeRows(t, sqlDB)
+	cancelReq("not-a-listen")
+	cancelReq("L2")
+	if after := storeRows(t, sqlDB); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("store rows %v after cancelling other requests, %v before", after, before)
+	}
+	item = json.RawMessage(`{"name":"echo","description":"after the stale cancellations"}`)
+	if _, _, err := store.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"echo": item}, "gap3"); err != nil {
+		t.Fatal(err)
+	}
+	if m := next(t, third); m["method"] != "notifications/tools/list_changed" {
+		t.Fatalf("after cancellations of other requests the adopted stream got %v, want tools/list_changed", m)
+	}
+	cancelReq("L3")
+	select {
+	case m, open := <-third:
+		if open {
+			t.Fatalf("the cancelled adopted stream got %v, want its end without a response", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled adopted stream is still open after 10s")
+	}
+}
+
+// TestListenAdoptRace: two listens with the filter of one parked stream,
+// at once on two processes: one adopts it (and gets the change made while
+// it was parked), the other opens a fresh stream (and does not); the
+// parked stream is not shared.
+func TestListenAdoptRace(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	url, store := deadlineServer(t, db)
+	a := newStatelessProc(t, db, nil, nil)
+	b := newStatelessProc(t, db, nil, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	const filter = `{"toolsListChanged":true}`
+	first := listenStreamID(t, ctx, url, "L1", filter)
+	if m := next(t, first); m["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", m)
+	}
+	if m := next(t, first); m["id"] != "L1" || m["result"] == nil {
+		t.Fatalf("got %v, want the empty listen result at the deadline", m)
+	}
+	item := json.RawMessage(`{"name":"echo","description":"changed while parked"}`)
+	if _, _, err := store.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"echo": item}, "parked"); err != nil {
+		t.Fatal(err)
+	}
+	streams := make([]<-chan map[string]any, 2)
+	var wg sync.WaitGroup
+	for i, u := range []string{a.url, b.url} {
+		wg.Go(func() { streams[i] = listenStreamID(t, ctx, u, fmt.Sprintf("R%d", i), filter) })
+	}
+	wg.Wait()
+	got := 0
+	for i, ch := range streams {
+		if m := next(t, ch); m["method"] != "notifications/subscriptions/acknowledged" {
+			t.Fatalf("stream %d: first message %v, want the acknowledgement", i, m)
+		}
+		select {
+		case m := <-ch:
+			if m["method"] != "notifications/tools/list_changed" {
+				t.Fatalf("stream %d got %v", i, m)
+			}
+			got++
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if got != 1 {
+		t.Errorf("%d of the two streams got the change made while the stream was parked, want 1 (the adopter)", got)
+	}
 }
