@@ -117,16 +117,16 @@ func listenCancel(id json.RawMessage) []byte {
 	return b
 }
 
-// cancelListen ends the listen stream a notifications/cancelled names: it
-// appends listenCancel to the log of the backing session that records the
-// request id (listenInfo.Request), which the stream reads at its next
+// cancelListen ends the listen streams a notifications/cancelled names:
+// it appends listenCancel to the log of each backing session that records
+// the request id (listenInfo.Request), which the stream reads at its next
 // poll, on whichever process it is served. It looks among the backing
 // sessions of owner (quotaPrincipal: for an anonymous client, its
 // address): one read of the store's per-principal index, and one of each
-// session until the one serving the request is found; a cancellation of a
-// request that is not a listen stream writes nothing. A store without the
-// index (notify.SessionReclaimer) ends no listen stream this way: the
-// client closes it instead.
+// (at most 2 × MaxListensPerPrincipal); a cancellation of a request that
+// is not a listen stream writes nothing. A store without the index
+// (notify.SessionReclaimer) ends no listen stream this way: the client
+// closes it instead.
 func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 	p, err := decodeParams[CancelledParams](m.Params)
 	if err != nil || len(p.RequestID) == 0 {
@@ -147,7 +147,6 @@ func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 			s.log.WarnContext(ctx, "cancelling a listen stream", "stream", id, "err", err)
 		}
 		s.watcher.wake(id)
-		return
 	}
 }
 
