@@ -213,6 +213,17 @@ func (s *store) PrincipalSessions(ctx context.Context, principal string, limit i
 	return sr.PrincipalSessions(ctx, principal, limit)
 }
 
+// PrincipalProfiles implements notify.ProfileLister for every counted
+// store, as IdleSessions.
+func (s *store) PrincipalProfiles(ctx context.Context, principal string, limit int) ([]*notify.Session, error) {
+	pl, ok := s.Store.(notify.ProfileLister)
+	if !ok {
+		return nil, fmt.Errorf("storecount: the store lists no profiles: %w", errors.ErrUnsupported)
+	}
+	s.c.add("PrincipalProfiles")
+	return pl.PrincipalProfiles(ctx, principal, limit)
+}
+
 func (s *store) Close() error {
 	if s.close != nil {
 		return s.close()

@@ -122,27 +122,26 @@ func listenCancel(id json.RawMessage) []byte {
 // the request id (listenInfo.Request), which the stream reads at its next
 // poll, on whichever process it is served. It looks among the backing
 // sessions of owner (quotaPrincipal: for an anonymous client, its
-// address): one read of the store's per-principal index, and one of each
-// (at most 2 × MaxListensPerPrincipal); a cancellation of a request that
-// is not a listen stream writes nothing. A store without the index
-// (notify.SessionReclaimer) ends no listen stream this way: the client
-// closes it instead.
+// address): one read (listenProfiles); a cancellation of a request that
+// is not a listen stream writes nothing. A store without
+// notify.ProfileLister ends no listen stream this way: the client closes
+// it instead.
 func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 	p, err := decodeParams[CancelledParams](m.Params)
 	if err != nil || len(p.RequestID) == 0 {
 		return
 	}
 	want := canonicalID(p.RequestID)
-	ids, err := s.listenSessions(ctx, owner)
+	listens, err := s.listenProfiles(ctx, owner)
 	if err != nil {
 		s.log.WarnContext(ctx, "cancelling a listen stream", "err", err)
 		return
 	}
-	for _, id := range ids {
-		st, err := s.store.GetSession(ctx, id)
-		if err != nil || listenInfoOf(st).Request != want || st.Principal != listenPrincipal(owner) {
-			continue // gone, or another stream (or a parked one)
+	for _, st := range listens {
+		if listenInfoOf(st).Request != want {
+			continue // another stream, or a parked one
 		}
+		id := st.ID
 		if _, _, err := s.store.Append(ctx, id, getStream, [][]byte{listenCancel(p.RequestID)}, nil); err != nil && !errors.Is(err, notify.ErrNotFound) {
 			s.log.WarnContext(ctx, "cancelling a listen stream", "stream", id, "err", err)
 		}
@@ -150,16 +149,23 @@ func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 	}
 }
 
-// listenSessions returns the ids of the backing sessions of owner's listen
-// streams, open or parked, sorted: one read of the store's per-principal
-// index. nil without it (notify.SessionReclaimer).
-func (s *Server) listenSessions(ctx context.Context, owner string) ([]string, error) {
-	sr, ok := s.store.(notify.SessionReclaimer)
+// listenProfiles returns the backing sessions of owner's listen streams,
+// open or parked, sorted by id, without their subscriptions: one read of
+// the store's per-principal index (notify.ProfileLister; none without
+// it). What a cancellation or an adoption costs thus grows with the
+// streams owner holds (at most MaxListensPerPrincipal), not with all.
+func (s *Server) listenProfiles(ctx context.Context, owner string) ([]*notify.Session, error) {
+	pl, ok := s.store.(notify.ProfileLister)
 	if !ok {
 		return nil, nil
 	}
-	// Beyond the bound: streams opened concurrently may exceed it.
-	return sr.PrincipalSessions(ctx, listenPrincipal(owner), 2*s.opts.Limits.MaxListensPerPrincipal)
+	// Twice the bound: streams opened at once on several processes may
+	// exceed it.
+	out, err := pl.PrincipalProfiles(ctx, listenPrincipal(owner), 2*s.opts.Limits.MaxListensPerPrincipal)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil, nil // a wrapper of a store without it
+	}
+	return out, err
 }
 
 // parseListenFilter decodes and checks a listen request's filter: unknown
@@ -363,29 +369,22 @@ func (s *Server) allowListen(ctx context.Context, principal string) error {
 
 // adoptListen takes over a parked listen stream of owner with the
 // acknowledged filter ack for the request id, if there is one (nil if
-// not): found among owner's backing sessions (listenSessions, and a read
-// of each until one is parked with ack's listenParkKey), and claimed with
-// one conditional write of its session, on the version read (of two
-// claimants one wins, the other looks further), which extends its expiry
-// to ttl and records this process and the request. The stream reads its
+// not): found among owner's backing sessions (listenProfiles: one read),
+// parked with ack's listenParkKey, and claimed with one conditional write
+// of its session, on the version read (of two claimants one wins, the
+// other looks further), which extends its expiry to ttl and records this
+// process and the request. The stream reads its
 // log from where the parked one stopped. An adopted stream holds the
 // liveness record (releaseLiveness).
 func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner string, id json.RawMessage, ack *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
 	key := listenParkKey(ss.Principal(), ack)
-	ids, err := s.listenSessions(ctx, owner)
+	listens, err := s.listenProfiles(ctx, owner)
 	if err != nil {
 		return nil, fmt.Errorf("looking for a parked listen stream: %w", err)
 	}
-	for _, sid := range ids {
-		st, err := s.store.GetSession(ctx, sid)
-		if errors.Is(err, notify.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading a parked listen stream: %w", err)
-		}
+	for _, st := range listens {
 		parked := listenInfoOf(st)
-		if parked.Parked != key || st.Principal != listenPrincipal(owner) {
+		if parked.Parked != key {
 			continue // served, or parked with another filter
 		}
 		process, err := s.holdLiveness(ctx)

@@ -59,6 +59,22 @@ type SessionReclaimer interface {
 	PrincipalSessions(ctx context.Context, principal string, limit int) ([]string, error)
 }
 
+// ProfileLister reads the profiles of a principal's sessions in one go,
+// for a server that must look at each of them: a listen stream's
+// cancellation or adoption looks for the backing session that records a
+// request id or a parked filter (ClientInfo). Both stores implement it;
+// it is apart from SessionReclaimer so that a wrapper need not. Safe for
+// concurrent use by many processes.
+type ProfileLister interface {
+	// PrincipalProfiles returns up to limit live sessions of principal,
+	// those PrincipalSessions returns, sorted by ID, each as GetSession
+	// returns it but without Subscriptions and StreamHead: one read of
+	// the principal's index and (DynamoDB) one batched read of the
+	// sessions per 100. A limit < 1 is ErrInvalid; a principal over
+	// MaxURIBytes is ErrTooLarge.
+	PrincipalProfiles(ctx context.Context, principal string, limit int) ([]*Session, error)
+}
+
 // MaxIdleSessionScan is how many of a principal's least recently extended
 // sessions SessionReclaimer.IdleSessions examines at most, where that
 // costs a read each (DynamoDB).

@@ -69,6 +69,42 @@ func (s *Store) PrincipalSessions(ctx context.Context, principal string, limit i
 	return ids, err
 }
 
+var _ notify.ProfileLister = (*Store)(nil)
+
+// PrincipalProfiles implements notify.ProfileLister: the sessions
+// CountSessions counts, read the same way, then their session items, one
+// BatchGetItem per 100.
+func (s *Store) PrincipalProfiles(ctx context.Context, principal string, limit int) (out []*notify.Session, err error) {
+	defer wrap(&err, "dynamostore: PrincipalProfiles(%.64q, %d)", principal, limit)
+	ids, err := s.principalSessions(ctx, principal, limit)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ids)
+	now := toNanos(s.now())
+	for chunk := range slices.Chunk(ids, 100) {
+		keys := make([]item, len(chunk))
+		for i, id := range chunk {
+			keys[i] = key(sessPK(id), metaSK)
+		}
+		metas, err := s.batchGet(ctx, keys, "", nil)
+		if err != nil {
+			return nil, err
+		}
+		found := make(map[string]item, len(metas))
+		for _, m := range metas {
+			found[getS(m, attrPK)] = m
+		}
+		for _, id := range chunk {
+			// Deleted or expired since the index was read: left out.
+			if m := found[sessPK(id)]; live(m, now) && getS(m, attrPrincipal) == principal {
+				out = append(out, sessionOf(id, m))
+			}
+		}
+	}
+	return out, nil
+}
+
 // principalSessions returns up to limit live sessions of principal, as
 // CountSessions describes.
 func (s *Store) principalSessions(ctx context.Context, principal string, limit int) (ids []string, err error) {

@@ -79,6 +79,45 @@ func (s *Store) PrincipalSessions(ctx context.Context, principal string, limit i
 	return queryIDs(s.r.QueryContext(ctx, principalSessions, principal, toNanos(s.now()), limit))
 }
 
+var _ notify.ProfileLister = (*Store)(nil)
+
+// principalProfiles lists the profiles of the unexpired sessions of
+// principal ?1 at ?2, by id, up to ?3.
+const principalProfiles = `SELECT id, principal, protocol_version, client_info, client_capabilities, log_level,
+		initialized, created_at, expires_at, version, delivered,
+		notified_tools, notified_resources, notified_prompts
+	FROM sessions WHERE principal = ?1 AND expires_at > ?2 ORDER BY id LIMIT ?3`
+
+// PrincipalProfiles implements notify.ProfileLister with one read over
+// the principal index.
+func (s *Store) PrincipalProfiles(ctx context.Context, principal string, limit int) (out []*notify.Session, err error) {
+	defer wrap(&err, "sqlitestore: PrincipalProfiles(%.64q, %d)", principal, limit)
+	if err := notify.CheckCountSessions(principal, limit); err != nil {
+		return nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, principalProfiles, principal, toNanos(s.now()), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		sess := &notify.Session{}
+		var (
+			createdAt, expiresAt int64
+			hashes               notifiedHashes
+		)
+		if err := rows.Scan(&sess.ID, &sess.Principal, &sess.ProtocolVersion, (*[]byte)(&sess.ClientInfo), (*[]byte)(&sess.ClientCapabilities),
+			&sess.LogLevel, &sess.Initialized, &createdAt, &expiresAt, &sess.Version,
+			&sess.Delivered, &hashes[0], &hashes[1], &hashes[2]); err != nil {
+			return nil, err
+		}
+		sess.CreatedAt, sess.ExpiresAt = fromNanos(createdAt), fromNanos(expiresAt)
+		sess.NotifiedHashes = hashes.toMap()
+		out = append(out, sess)
+	}
+	return out, rows.Err()
+}
+
 // queryIDs returns the values of a query's one text column.
 func queryIDs(rows *sql.Rows, err error) ([]string, error) {
 	if err != nil {

@@ -1,11 +1,14 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpush/mcpush/pkg/notify"
 )
@@ -154,11 +157,12 @@ func testIdleSessions(t *testing.T, s *suite) {
 	}
 }
 
-// testPrincipalSessions checks notify.SessionReclaimer.PrincipalSessions:
-// the live sessions of a principal, sorted, up to the limit; from any
-// Store on the same database; not another principal's, not deleted or
-// expired ones, an extended one past its first expiry still; bad
-// arguments are refused.
+// testPrincipalSessions checks notify.SessionReclaimer.PrincipalSessions
+// and notify.ProfileLister.PrincipalProfiles: the live sessions of a
+// principal, sorted, up to the limit; from any Store on the same
+// database; not another principal's, not deleted or expired ones, an
+// extended one past its first expiry still; each profile as GetSession
+// reads it; bad arguments are refused.
 func testPrincipalSessions(t *testing.T, s *suite) {
 	st, dsn := s.storeDSN(t)
 	sr, ok := st.(notify.SessionReclaimer)
@@ -176,6 +180,27 @@ func testPrincipalSessions(t *testing.T, s *suite) {
 		if err != nil || !slices.Equal(got, want) {
 			t.Errorf("PrincipalSessions(%q, %d) = %q, %v; want %q", principal, limit, got, err, want)
 		}
+		pl, ok := sr.(notify.ProfileLister)
+		if !ok {
+			t.Fatalf("%T does not implement notify.ProfileLister", sr)
+		}
+		profiles, err := pl.PrincipalProfiles(ctx, principal, limit)
+		var ids []string
+		for _, p := range profiles {
+			ids = append(ids, p.ID)
+			g, err := st.GetSession(ctx, p.ID)
+			if err != nil {
+				t.Errorf("GetSession(%q): %v", p.ID, err)
+				continue
+			}
+			g.Subscriptions, g.StreamHead = nil, 0
+			if d := cmp.Diff(g, p); d != "" {
+				t.Errorf("PrincipalProfiles(%q): profile of %s differs from GetSession's: %s", principal, p.ID, d)
+			}
+		}
+		if err != nil || !slices.Equal(ids, want) {
+			t.Errorf("PrincipalProfiles(%q, %d) = %q, %v; want %q", principal, limit, ids, err, want)
+		}
 	}
 	of := principalOf
 	soon := now().Add(time.Second)
@@ -183,7 +208,10 @@ func testPrincipalSessions(t *testing.T, s *suite) {
 	createSession(t, st, "p3", of("alice"))
 	createSession(t, st, "p1", of("alice"), short)
 	ext := createSession(t, st, "p2", of("alice"), short)
-	createSession(t, st, "p4", of("alice"))
+	createSession(t, st, "p4", of("alice"), func(s *notify.Session) {
+		s.ClientInfo, s.ClientCapabilities = json.RawMessage(`{"mcpush/process":"x"}`), json.RawMessage(`{"roots":{}}`)
+		s.NotifiedHashes = map[string]string{notify.RegistryTools: "h1"}
+	})
 	createSession(t, st, "q1", of("bob"))
 	ext.ExpiresAt = now().Add(time.Hour)
 	if err := st.UpdateSession(ctx, ext); err != nil {
@@ -207,6 +235,12 @@ func testPrincipalSessions(t *testing.T, s *suite) {
 	check(sr, "carol", 10)
 	if _, err := sr.PrincipalSessions(ctx, "alice", 0); !wantErr(err, notify.ErrInvalid) {
 		t.Errorf("PrincipalSessions(limit 0) = %v, want ErrInvalid", err)
+	}
+	if _, err := sr.(notify.ProfileLister).PrincipalProfiles(ctx, "alice", 0); !wantErr(err, notify.ErrInvalid) {
+		t.Errorf("PrincipalProfiles(limit 0) = %v, want ErrInvalid", err)
+	}
+	if _, err := sr.(notify.ProfileLister).PrincipalProfiles(ctx, strings.Repeat("p", notify.MaxURIBytes+1), 1); !wantErr(err, notify.ErrTooLarge) {
+		t.Errorf("PrincipalProfiles(long principal) = %v, want ErrTooLarge", err)
 	}
 	if _, err := sr.PrincipalSessions(ctx, strings.Repeat("p", notify.MaxURIBytes+1), 1); !wantErr(err, notify.ErrTooLarge) {
 		t.Errorf("PrincipalSessions(long principal) = %v, want ErrTooLarge", err)
