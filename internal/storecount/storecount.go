@@ -30,7 +30,7 @@ import (
 var reads = map[string]bool{
 	"GetSession": true, "ReadEvents": true, "GetMessage": true, "Subscribers": true,
 	"ReadTopicEvents": true, "Topics": true, "GetRegistry": true, "RegistryHashes": true,
-	"CountSessions": true, "IdleSessions": true, "PrincipalSessions": true, "GetTask": true, "CountTasks": true, "Changes": true,
+	"CountSessions": true, "IdleSessions": true, "PrincipalProfiles": true, "GetTask": true, "CountTasks": true, "Changes": true,
 }
 
 // IsRead reports whether the counted operation op only reads.
@@ -202,19 +202,9 @@ func (s *store) IdleSessions(ctx context.Context, principal string, expiresBy ti
 	return sr.IdleSessions(ctx, principal, expiresBy, limit)
 }
 
-// PrincipalSessions implements notify.SessionReclaimer for every counted
-// store, as IdleSessions.
-func (s *store) PrincipalSessions(ctx context.Context, principal string, limit int) ([]string, error) {
-	sr, ok := s.Store.(notify.SessionReclaimer)
-	if !ok {
-		return nil, fmt.Errorf("storecount: the store reclaims no sessions: %w", errors.ErrUnsupported)
-	}
-	s.c.add("PrincipalSessions")
-	return sr.PrincipalSessions(ctx, principal, limit)
-}
-
 // PrincipalProfiles implements notify.ProfileLister for every counted
-// store, as IdleSessions.
+// store: it passes the call on to the inner store, or returns
+// errors.ErrUnsupported when that has none.
 func (s *store) PrincipalProfiles(ctx context.Context, principal string, limit int) ([]*notify.Session, error) {
 	pl, ok := s.Store.(notify.ProfileLister)
 	if !ok {

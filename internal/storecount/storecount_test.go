@@ -24,7 +24,7 @@ var isRead = map[string]bool{
 	"AppendTopicEvent": false, "ReadTopicEvents": true, "Topics": true,
 	"ApplyRegistry": false, "GetRegistry": true, "RegistryHashes": true, "Changes": true,
 	"CountInWindow": false, "CountSessions": true,
-	"SharedKey": false, "IdleSessions": true, "PrincipalSessions": true,
+	"SharedKey": false, "IdleSessions": true, "PrincipalProfiles": true,
 }
 
 // inner is a store whose every method panics (a nil notify.Store and
@@ -35,6 +35,7 @@ type inner struct {
 	notify.SessionCounter
 	notify.SharedKeys
 	notify.SessionReclaimer
+	notify.ProfileLister
 }
 
 // TestWrapCountsEveryMethod calls every method of notify.Store,
@@ -52,6 +53,7 @@ func TestWrapCountsEveryMethod(t *testing.T) {
 		reflect.TypeFor[notify.SessionCounter](),
 		reflect.TypeFor[notify.SharedKeys](),
 		reflect.TypeFor[notify.SessionReclaimer](),
+		reflect.TypeFor[notify.ProfileLister](),
 	} {
 		for m := range iface.Methods() {
 			if m.Name == "Close" {

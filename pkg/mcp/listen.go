@@ -132,7 +132,7 @@ func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 		return
 	}
 	want := canonicalID(p.RequestID)
-	listens, err := s.listenProfiles(ctx, owner)
+	listens, err := s.listenProfiles(ctx, listenPrincipal(owner), s.listenScan())
 	if err != nil {
 		s.log.WarnContext(ctx, "cancelling a listen stream", "err", err)
 		return
@@ -149,24 +149,28 @@ func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 	}
 }
 
-// listenProfiles returns the backing sessions of owner's listen streams,
-// open or parked, sorted by id, without their subscriptions: one read of
-// the store's per-principal index (notify.ProfileLister; none without
-// it). What a cancellation or an adoption costs thus grows with the
-// streams owner holds (at most MaxListensPerPrincipal), not with all.
-func (s *Server) listenProfiles(ctx context.Context, owner string) ([]*notify.Session, error) {
+// listenProfiles returns up to limit backing sessions of lp's listen
+// streams (lp a listenPrincipal), open or parked, sorted by id, without
+// their subscriptions: one read of the store's per-principal index
+// (notify.ProfileLister; none without it). What a cancellation, an
+// adoption or a reclaim costs thus grows with the streams one principal
+// holds (at most MaxListensPerPrincipal), not with all.
+func (s *Server) listenProfiles(ctx context.Context, lp string, limit int) ([]*notify.Session, error) {
 	pl, ok := s.store.(notify.ProfileLister)
 	if !ok {
 		return nil, nil
 	}
-	// Twice the bound: streams opened at once on several processes may
-	// exceed it.
-	out, err := pl.PrincipalProfiles(ctx, listenPrincipal(owner), 2*s.opts.Limits.MaxListensPerPrincipal)
+	out, err := pl.PrincipalProfiles(ctx, lp, limit)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil, nil // a wrapper of a store without it
 	}
 	return out, err
 }
+
+// listenScan is how many of a principal's backing sessions a
+// cancellation or an adoption looks at: twice the bound, as streams
+// opened at once on several processes may exceed it.
+func (s *Server) listenScan() int { return 2 * s.opts.Limits.MaxListensPerPrincipal }
 
 // parseListenFilter decodes and checks a listen request's filter: unknown
 // notification types and unbounded lists are invalid params.
@@ -378,7 +382,7 @@ func (s *Server) allowListen(ctx context.Context, principal string) error {
 // liveness record (releaseLiveness).
 func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner string, id json.RawMessage, ack *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
 	key := listenParkKey(ss.Principal(), ack)
-	listens, err := s.listenProfiles(ctx, owner)
+	listens, err := s.listenProfiles(ctx, listenPrincipal(owner), s.listenScan())
 	if err != nil {
 		return nil, fmt.Errorf("looking for a parked listen stream: %w", err)
 	}
@@ -416,11 +420,16 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner strin
 // and read position, and no process (a parked stream counts against its
 // principal's bound until adopted or expired, whichever process parked
 // it) and no request (a late cancellation of the ended request finds
-// nothing). A failure deletes the session instead.
+// nothing). A failure deletes the session instead, as does a store
+// without notify.ProfileLister, through which adoptListen finds it.
 func (l *listenStream) park(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	s := l.srv
+	if _, ok := s.store.(notify.ProfileLister); !ok {
+		l.close(ctx) // nothing could find it to adopt it
+		return
+	}
 	until := s.opts.Now().Add(listenParkFor)
 	parked := listenInfo{Parked: listenParkKey(l.principal, l.filter), After: l.after}.encode()
 	err := s.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt, st.ClientInfo = until, parked })

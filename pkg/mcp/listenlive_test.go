@@ -156,8 +156,8 @@ func TestListenLiveProcessNotReclaimed(t *testing.T) {
 				t.Fatalf("listen on B over A's 20 live listens: HTTP %d %s, want 429", resp.StatusCode, b)
 			}
 			c := cb.Counts()
-			if c["PrincipalSessions"] == 0 || c["DeleteSession"] != 0 {
-				t.Errorf("B's refused listen: %v; want A's streams looked at (PrincipalSessions) and none deleted", c)
+			if c["PrincipalProfiles"] == 0 || c["DeleteSession"] != 0 {
+				t.Errorf("B's refused listen: %v; want A's streams looked at (PrincipalProfiles) and none deleted", c)
 			}
 			time.Sleep(500 * time.Millisecond) // a deleted backing session ends its stream
 			for j, s := range streams {

@@ -207,16 +207,12 @@ func (s *Server) beat(ctx context.Context) {
 
 // reclaimListens deletes the backing sessions of lp (a listenPrincipal)
 // whose serving process's liveness record is gone, at most limit: one
-// read of the principal's sessions, one of each, and one of each
+// read of the principal's sessions (listenProfiles), and one of each
 // distinct process they name (this process's own excepted). A parked
 // stream's session names none and is left to its expiry. It returns how
 // many it deleted. A principal whose sessions were all served by live
 // processes is not looked at again for reclaimMemo.
 func (s *Server) reclaimListens(ctx context.Context, lp string, limit int) int {
-	sr, ok := s.store.(notify.SessionReclaimer)
-	if !ok {
-		return 0
-	}
 	now := time.Now()
 	lv := &s.live
 	lv.mu.Lock()
@@ -228,18 +224,15 @@ func (s *Server) reclaimListens(ctx context.Context, lp string, limit int) int {
 	if now.Sub(at) < reclaimMemo {
 		return 0
 	}
-	ids, err := sr.PrincipalSessions(ctx, lp, limit)
+	listens, err := s.listenProfiles(ctx, lp, limit)
 	if err != nil {
 		s.log.WarnContext(ctx, "listing the listen streams of a principal", "err", err)
 		return 0
 	}
 	alive := map[string]bool{}
 	reclaimed := 0
-	for _, id := range ids {
-		st, err := s.store.GetSession(ctx, id)
-		if err != nil {
-			continue // gone meanwhile, or unreadable: left alone
-		}
+	for _, st := range listens {
+		id := st.ID
 		owner := listenInfoOf(st).Process
 		if owner == "" || owner == self {
 			continue

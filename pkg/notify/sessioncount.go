@@ -49,25 +49,18 @@ type SessionReclaimer interface {
 	// return fewer. A limit < 1 is ErrInvalid; a principal over
 	// MaxURIBytes is ErrTooLarge.
 	IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) ([]string, error)
-	// PrincipalSessions returns the ids of up to limit live sessions of
-	// principal, sorted: those CountSessions counts, for a server that
-	// must look at them to decide which to reclaim (a listen stream's
-	// backing session whose serving process is gone). From one read of
-	// the principal's index (DynamoDB: and, as CountSessions, one batched
-	// read of the sessions whose index entry is out of date). A limit < 1
-	// is ErrInvalid; a principal over MaxURIBytes is ErrTooLarge.
-	PrincipalSessions(ctx context.Context, principal string, limit int) ([]string, error)
 }
 
 // ProfileLister reads the profiles of a principal's sessions in one go,
 // for a server that must look at each of them: a listen stream's
 // cancellation or adoption looks for the backing session that records a
-// request id or a parked filter (ClientInfo). Both stores implement it;
-// it is apart from SessionReclaimer so that a wrapper need not. Safe for
+// request id or a parked filter, and a reclaim for those whose serving
+// process is gone (ClientInfo). Both stores implement it; it is an
+// interface of its own so that a wrapper of a Store need not. Safe for
 // concurrent use by many processes.
 type ProfileLister interface {
 	// PrincipalProfiles returns up to limit live sessions of principal,
-	// those PrincipalSessions returns, sorted by ID, each as GetSession
+	// those CountSessions counts, sorted by ID, each as GetSession
 	// returns it but without Subscriptions and StreamHead: one read of
 	// the principal's index and (DynamoDB) one batched read of the
 	// sessions per 100. A limit < 1 is ErrInvalid; a principal over

@@ -60,15 +60,6 @@ func (s *Store) CountSessions(ctx context.Context, principal string, limit int) 
 	return len(ids), err
 }
 
-// PrincipalSessions implements notify.SessionReclaimer: the sessions
-// CountSessions counts, read the same way.
-func (s *Store) PrincipalSessions(ctx context.Context, principal string, limit int) (ids []string, err error) {
-	defer wrap(&err, "dynamostore: PrincipalSessions(%.64q, %d)", principal, limit)
-	ids, err = s.principalSessions(ctx, principal, limit)
-	slices.Sort(ids)
-	return ids, err
-}
-
 var _ notify.ProfileLister = (*Store)(nil)
 
 // PrincipalProfiles implements notify.ProfileLister: the sessions

@@ -65,20 +65,6 @@ func (s *Store) IdleSessions(ctx context.Context, principal string, expiresBy ti
 	return queryIDs(s.r.QueryContext(ctx, idleSessions, principal, toNanos(s.now()), limit, toNanos(expiresBy)))
 }
 
-// principalSessions lists the unexpired sessions of principal ?1 at ?2,
-// up to ?3.
-const principalSessions = `SELECT id FROM sessions WHERE principal = ?1 AND expires_at > ?2 ORDER BY id LIMIT ?3`
-
-// PrincipalSessions implements notify.SessionReclaimer with one read over
-// the principal index.
-func (s *Store) PrincipalSessions(ctx context.Context, principal string, limit int) (ids []string, err error) {
-	defer wrap(&err, "sqlitestore: PrincipalSessions(%.64q, %d)", principal, limit)
-	if err := notify.CheckCountSessions(principal, limit); err != nil {
-		return nil, err
-	}
-	return queryIDs(s.r.QueryContext(ctx, principalSessions, principal, toNanos(s.now()), limit))
-}
-
 var _ notify.ProfileLister = (*Store)(nil)
 
 // principalProfiles lists the profiles of the unexpired sessions of

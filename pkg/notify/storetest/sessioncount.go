@@ -157,33 +157,16 @@ func testIdleSessions(t *testing.T, s *suite) {
 	}
 }
 
-// testPrincipalSessions checks notify.SessionReclaimer.PrincipalSessions
-// and notify.ProfileLister.PrincipalProfiles: the live sessions of a
-// principal, sorted, up to the limit; from any Store on the same
+// testPrincipalProfiles checks notify.ProfileLister: the live sessions
+// of a principal, sorted, up to the limit; from any Store on the same
 // database; not another principal's, not deleted or expired ones, an
 // extended one past its first expiry still; each profile as GetSession
 // reads it; bad arguments are refused.
-func testPrincipalSessions(t *testing.T, s *suite) {
-	st, dsn := s.storeDSN(t)
-	sr, ok := st.(notify.SessionReclaimer)
-	if !ok {
-		t.Fatalf("%T does not implement notify.SessionReclaimer", st)
-	}
-	other, ok := s.reopen(t, dsn).(notify.SessionReclaimer)
-	if !ok {
-		t.Fatalf("reopened store does not implement notify.SessionReclaimer")
-	}
+func testPrincipalProfiles(t *testing.T, s *suite) {
+	st, pl, other := storesAs[notify.ProfileLister](t, s)
 	ctx := t.Context()
-	check := func(sr notify.SessionReclaimer, principal string, limit int, want ...string) {
+	check := func(pl notify.ProfileLister, principal string, limit int, want ...string) {
 		t.Helper()
-		got, err := sr.PrincipalSessions(ctx, principal, limit)
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("PrincipalSessions(%q, %d) = %q, %v; want %q", principal, limit, got, err, want)
-		}
-		pl, ok := sr.(notify.ProfileLister)
-		if !ok {
-			t.Fatalf("%T does not implement notify.ProfileLister", sr)
-		}
 		profiles, err := pl.PrincipalProfiles(ctx, principal, limit)
 		var ids []string
 		for _, p := range profiles {
@@ -217,33 +200,27 @@ func testPrincipalSessions(t *testing.T, s *suite) {
 	if err := st.UpdateSession(ctx, ext); err != nil {
 		t.Fatalf("UpdateSession(extend): %v", err)
 	}
-	check(sr, "alice", 10, "p1", "p2", "p3", "p4")
+	check(pl, "alice", 10, "p1", "p2", "p3", "p4")
 	if late := time.Since(soon); late >= 0 {
 		t.Fatalf("setting up took %v too long: the checks before expiry ran after it", late)
 	}
 	time.Sleep(time.Until(soon) + 200*time.Millisecond)
-	check(sr, "alice", 10, "p2", "p3", "p4") // p1 expired, p2 extended
+	check(pl, "alice", 10, "p2", "p3", "p4") // p1 expired, p2 extended
 	check(other, "alice", 10, "p2", "p3", "p4")
-	if got, err := sr.PrincipalSessions(ctx, "alice", 2); err != nil || len(got) != 2 {
-		t.Errorf("PrincipalSessions(alice, 2) = %q, %v; want 2 of them", got, err)
+	if got, err := pl.PrincipalProfiles(ctx, "alice", 2); err != nil || len(got) != 2 {
+		t.Errorf("PrincipalProfiles(alice, 2) = %d sessions, %v; want 2 of them", len(got), err)
 	}
 	if err := st.DeleteSession(ctx, "p3"); err != nil {
 		t.Fatal(err)
 	}
 	check(other, "alice", 10, "p2", "p4")
-	check(sr, "bob", 10, "q1")
-	check(sr, "carol", 10)
-	if _, err := sr.PrincipalSessions(ctx, "alice", 0); !wantErr(err, notify.ErrInvalid) {
-		t.Errorf("PrincipalSessions(limit 0) = %v, want ErrInvalid", err)
-	}
-	if _, err := sr.(notify.ProfileLister).PrincipalProfiles(ctx, "alice", 0); !wantErr(err, notify.ErrInvalid) {
+	check(pl, "bob", 10, "q1")
+	check(pl, "carol", 10)
+	if _, err := pl.PrincipalProfiles(ctx, "alice", 0); !wantErr(err, notify.ErrInvalid) {
 		t.Errorf("PrincipalProfiles(limit 0) = %v, want ErrInvalid", err)
 	}
-	if _, err := sr.(notify.ProfileLister).PrincipalProfiles(ctx, strings.Repeat("p", notify.MaxURIBytes+1), 1); !wantErr(err, notify.ErrTooLarge) {
+	if _, err := pl.PrincipalProfiles(ctx, strings.Repeat("p", notify.MaxURIBytes+1), 1); !wantErr(err, notify.ErrTooLarge) {
 		t.Errorf("PrincipalProfiles(long principal) = %v, want ErrTooLarge", err)
-	}
-	if _, err := sr.PrincipalSessions(ctx, strings.Repeat("p", notify.MaxURIBytes+1), 1); !wantErr(err, notify.ErrTooLarge) {
-		t.Errorf("PrincipalSessions(long principal) = %v, want ErrTooLarge", err)
 	}
 }
 

@@ -80,7 +80,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"SessionCount", testSessionCount},
 		{"SharedKey", testSharedKey},
 		{"IdleSessions", testIdleSessions},
-		{"PrincipalSessions", testPrincipalSessions},
+		{"PrincipalProfiles", testPrincipalProfiles},
 		{"Tasks", testTasks},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentConditions", testConcurrentConditions},
