@@ -272,6 +272,7 @@ type listenStream struct {
 	filter    *SubscriptionFilter // what the server acknowledged
 	after     int64
 	ttl       time.Duration // the backing session's expiry after a refresh
+	info      listenInfo    // what the backing session records while this stream serves it
 
 	tasks listenTasks // see checkTaskLeases
 }
@@ -313,11 +314,12 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 	// one by one.
 	first := min(len(uris), listenCreateSubs)
 	now := s.opts.Now()
+	info := listenInfo{Process: process, Request: canonicalID(id)}
 	st := &notify.Session{
 		ID:                 "listen-" + randomID(16),
 		Principal:          listenPrincipal(owner),
 		ProtocolVersion:    ss.ProtocolVersion(),
-		ClientInfo:         listenInfo{Process: process, Request: canonicalID(id)}.encode(),
+		ClientInfo:         info.encode(),
 		ClientCapabilities: ss.state.ClientCapabilities,
 		Initialized:        true,
 		// A listen stream carries no log messages: at the highest level
@@ -332,7 +334,7 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 		s.releaseLiveness(ctx)
 		return nil, fmt.Errorf("creating the backing session: %w", err)
 	}
-	l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, ttl: ttl}
+	l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, ttl: ttl, info: info}
 	for _, uri := range uris[first:] {
 		if err := s.store.Subscribe(ctx, st.ID, uri); err != nil {
 			l.close(ctx)
@@ -395,8 +397,8 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner strin
 		if err != nil {
 			return nil, fmt.Errorf("storing the liveness record: %w", err)
 		}
-		st.ExpiresAt = s.opts.Now().Add(ttl)
-		st.ClientInfo = listenInfo{Process: process, Request: canonicalID(id)}.encode()
+		info := listenInfo{Process: process, Request: canonicalID(id)}
+		st.ExpiresAt, st.ClientInfo = s.opts.Now().Add(ttl), info.encode()
 		err = s.store.UpdateSession(ctx, st)
 		if errors.Is(err, notify.ErrConflict) || errors.Is(err, notify.ErrNotFound) {
 			s.releaseLiveness(ctx)
@@ -406,7 +408,7 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner strin
 			s.releaseLiveness(ctx)
 			return nil, fmt.Errorf("adopting a parked listen stream: %w", err)
 		}
-		return &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, after: parked.After, ttl: ttl}, nil
+		return &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, after: parked.After, ttl: ttl, info: info}, nil
 	}
 	return nil, nil
 }
@@ -432,10 +434,46 @@ func (l *listenStream) park(ctx context.Context) {
 	}
 	until := s.opts.Now().Add(listenParkFor)
 	parked := listenInfo{Parked: listenParkKey(l.principal, l.filter), After: l.after}.encode()
-	err := s.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt, st.ClientInfo = until, parked })
+	err := l.update(ctx, func(st *notify.Session) { st.ExpiresAt, st.ClientInfo = until, parked })
+	if errors.Is(err, errListenTaken) {
+		return // parked (the answer was lost) and adopted since: not ours to delete
+	}
 	if err != nil {
 		s.log.WarnContext(ctx, "parking a listen stream", "stream", l.sess.ID(), "err", err)
 		l.close(ctx)
+	}
+}
+
+// errListenTaken reports that a listen stream's backing session no
+// longer records the stream (listenInfo): another stream adopted it.
+var errListenTaken = errors.New("the listen stream's backing session was adopted by another stream")
+
+// update writes f's change to the stream's backing session, as
+// Server.updateSession does, but after a conflict applies f again only
+// if the session read back still records this stream (l.info): a park
+// whose write landed but whose answer was lost, and which another stream
+// adopted meanwhile, must not park the adopter's session again. It
+// returns errListenTaken then.
+func (l *listenStream) update(ctx context.Context, f func(*notify.Session)) error {
+	st := *l.sess.state
+	for attempt := 0; ; attempt++ {
+		f(&st)
+		err := l.srv.store.UpdateSession(ctx, &st)
+		if err == nil {
+			*l.sess.state = st
+			return nil
+		}
+		if !errors.Is(err, notify.ErrConflict) || attempt == 5 {
+			return err
+		}
+		fresh, err := l.srv.store.GetSession(ctx, l.sess.ID())
+		if err != nil {
+			return err
+		}
+		if listenInfoOf(fresh) != l.info {
+			return errListenTaken
+		}
+		st = *fresh
 	}
 }
 
@@ -497,7 +535,7 @@ func (l *listenStream) refresh(ctx context.Context) {
 	if l.sess.state.ExpiresAt.Sub(now) > l.ttl/2 {
 		return
 	}
-	if err := l.srv.updateSession(ctx, l.sess, func(st *notify.Session) { st.ExpiresAt = now.Add(l.ttl) }); err != nil {
+	if err := l.update(ctx, func(st *notify.Session) { st.ExpiresAt = now.Add(l.ttl) }); err != nil {
 		l.srv.log.WarnContext(ctx, "extending a listen stream's expiry", "stream", l.sess.ID(), "err", err)
 	}
 }

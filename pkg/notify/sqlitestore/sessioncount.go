@@ -29,16 +29,22 @@ func (s *Store) CountSessions(ctx context.Context, principal string, limit int) 
 	if err := notify.CheckCountSessions(principal, limit); err != nil {
 		return 0, err
 	}
+	s.ensurePrincipalIndex(ctx)
+	err = s.r.QueryRowContext(ctx, countSessions, principal, toNanos(s.now()), limit).Scan(&n)
+	return n, err
+}
+
+// ensurePrincipalIndex creates principalIndexSchema, once per Store, best
+// effort: without the index a read of a principal's sessions is a scan,
+// still right.
+func (s *Store) ensurePrincipalIndex(ctx context.Context) {
 	s.principalIndex.Do(func() {
-		// Best effort: without the index the count is a scan, still right.
 		ctx := context.WithoutCancel(ctx)
 		_ = s.write(ctx, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, principalIndexSchema)
 			return err
 		})
 	})
-	err = s.r.QueryRowContext(ctx, countSessions, principal, toNanos(s.now()), limit).Scan(&n)
-	return n, err
 }
 
 var _ notify.SessionReclaimer = (*Store)(nil)
@@ -62,6 +68,7 @@ func (s *Store) IdleSessions(ctx context.Context, principal string, expiresBy ti
 	if err := notify.CheckCountSessions(principal, limit); err != nil {
 		return nil, err
 	}
+	s.ensurePrincipalIndex(ctx)
 	return queryIDs(s.r.QueryContext(ctx, idleSessions, principal, toNanos(s.now()), limit, toNanos(expiresBy)))
 }
 
@@ -81,6 +88,7 @@ func (s *Store) PrincipalProfiles(ctx context.Context, principal string, limit i
 	if err := notify.CheckCountSessions(principal, limit); err != nil {
 		return nil, err
 	}
+	s.ensurePrincipalIndex(ctx)
 	rows, err := s.r.QueryContext(ctx, principalProfiles, principal, toNanos(s.now()), limit)
 	if err != nil {
 		return nil, err
