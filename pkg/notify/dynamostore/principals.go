@@ -62,18 +62,47 @@ func (s *Store) CountSessions(ctx context.Context, principal string, limit int) 
 
 var _ notify.ProfileLister = (*Store)(nil)
 
-// PrincipalProfiles implements notify.ProfileLister: the sessions
-// CountSessions counts, read the same way, then their session items, one
-// BatchGetItem per 100.
+// PrincipalProfiles implements notify.ProfileLister: one Query of the
+// principal's index (every entry, whatever expiry it recorded), then the
+// session items, one BatchGetItem per 100, until limit live ones are
+// read. It writes no entry's recorded expiry (CountSessions does): a
+// session that outlived it costs no write here, only its read. The
+// entries of sessions found expired or gone are deleted, best effort.
 func (s *Store) PrincipalProfiles(ctx context.Context, principal string, limit int) (out []*notify.Session, err error) {
 	defer wrap(&err, "dynamostore: PrincipalProfiles(%.64q, %d)", principal, limit)
-	ids, err := s.principalSessions(ctx, principal, limit)
-	if err != nil {
+	if err := notify.CheckCountSessions(principal, limit); err != nil {
 		return nil, err
+	}
+	pk := principalPK(principal)
+	var e expr
+	in := &dynamodb.QueryInput{
+		TableName:              s.table,
+		ConsistentRead:         consistent,
+		KeyConditionExpression: aws.String(e.n(attrPK) + " = " + e.v(avS(pk))),
+		ProjectionExpression:   aws.String(e.n(attrSID)),
+	}
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
+	var ids []string
+	for {
+		res, err := s.api.Query(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range res.Items {
+			ids = append(ids, getS(it, attrSID))
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			break
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
 	slices.Sort(ids)
 	now := toNanos(s.now())
+	var gone []types.WriteRequest
 	for chunk := range slices.Chunk(ids, 100) {
+		if len(out) >= limit {
+			break
+		}
 		keys := make([]item, len(chunk))
 		for i, id := range chunk {
 			keys[i] = key(sessPK(id), metaSK)
@@ -87,13 +116,17 @@ func (s *Store) PrincipalProfiles(ctx context.Context, principal string, limit i
 			found[getS(m, attrPK)] = m
 		}
 		for _, id := range chunk {
-			// Deleted or expired since the index was read: left out.
 			if m := found[sessPK(id)]; live(m, now) && getS(m, attrPrincipal) == principal {
 				out = append(out, sessionOf(id, m))
+			} else {
+				// Expired sessions never come back, and ids are not
+				// reused: the entry can go.
+				gone = append(gone, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: key(pk, part(id))}})
 			}
 		}
 	}
-	return out, nil
+	_ = s.batchWrite(ctx, gone) // best effort, as in principalSessions
+	return out[:min(len(out), limit)], nil
 }
 
 // principalSessions returns up to limit live sessions of principal, as
