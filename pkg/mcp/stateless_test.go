@@ -641,6 +641,20 @@ func TestClientListenRefused(t *testing.T) {
 	}
 }
 
+// parkedListen opens a listen stream with id and filter at url (a
+// deadlineServer) and waits for the server to end it at the deadline,
+// which parks it.
+func parkedListen(t *testing.T, ctx context.Context, url, id, filter string) {
+	t.Helper()
+	ch := listenStreamID(t, ctx, url, id, filter)
+	if m := next(t, ch); m["method"] != "notifications/subscriptions/acknowledged" {
+		t.Fatalf("first message %v, want the acknowledgement", m)
+	}
+	if m := next(t, ch); m["id"] != id || m["result"] == nil {
+		t.Fatalf("got %v, want the empty listen result at the deadline", m)
+	}
+}
+
 // TestListenAdoptsParked: a listen stream that the server ends at the
 // request's deadline is parked, and the client's next listen with the same
 // filter, on another process, adopts it: a change made between the two
@@ -655,13 +669,7 @@ func TestListenAdoptsParked(t *testing.T) {
 	defer cancel()
 	const filter = `{"toolsListChanged":true}`
 
-	first := listenStreamID(t, ctx, url, "L1", filter)
-	if m := next(t, first); m["method"] != "notifications/subscriptions/acknowledged" {
-		t.Fatalf("first message %v, want the acknowledgement", m)
-	}
-	if m := next(t, first); m["id"] != "L1" || m["result"] == nil {
-		t.Fatalf("got %v, want the empty listen result at the deadline", m)
-	}
+	parkedListen(t, ctx, url, "L1", filter)
 	// Between the streams: a tools change, and a listen with another
 	// filter, which must not take the parked stream.
 	item := json.RawMessage(`{"name":"echo","description":"changed between streams"}`)
@@ -764,13 +772,7 @@ func TestListenAdoptRace(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	const filter = `{"toolsListChanged":true}`
-	first := listenStreamID(t, ctx, url, "L1", filter)
-	if m := next(t, first); m["method"] != "notifications/subscriptions/acknowledged" {
-		t.Fatalf("first message %v, want the acknowledgement", m)
-	}
-	if m := next(t, first); m["id"] != "L1" || m["result"] == nil {
-		t.Fatalf("got %v, want the empty listen result at the deadline", m)
-	}
+	parkedListen(t, ctx, url, "L1", filter)
 	item := json.RawMessage(`{"name":"echo","description":"changed while parked"}`)
 	if _, _, err := store.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"echo": item}, "parked"); err != nil {
 		t.Fatal(err)

@@ -82,19 +82,9 @@ func (s *Store) PrincipalProfiles(ctx context.Context, principal string, limit i
 		ProjectionExpression:   aws.String(e.n(attrSID)),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
-	var ids []string
-	for {
-		res, err := s.api.Query(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range res.Items {
-			ids = append(ids, getS(it, attrSID))
-		}
-		if len(res.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = res.LastEvaluatedKey
+	ids, err := s.queryIDs(ctx, in)
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(ids)
 	now := toNanos(s.now())
@@ -103,20 +93,12 @@ func (s *Store) PrincipalProfiles(ctx context.Context, principal string, limit i
 		if len(out) >= limit {
 			break
 		}
-		keys := make([]item, len(chunk))
-		for i, id := range chunk {
-			keys[i] = key(sessPK(id), metaSK)
-		}
-		metas, err := s.batchGet(ctx, keys, "", nil)
+		found, err := s.sessionMetas(ctx, chunk, "", nil)
 		if err != nil {
 			return nil, err
 		}
-		found := make(map[string]item, len(metas))
-		for _, m := range metas {
-			found[getS(m, attrPK)] = m
-		}
 		for _, id := range chunk {
-			if m := found[sessPK(id)]; live(m, now) && getS(m, attrPrincipal) == principal {
+			if m := found[id]; live(m, now) && getS(m, attrPrincipal) == principal {
 				out = append(out, sessionOf(id, m))
 			} else {
 				// Expired sessions never come back, and ids are not
@@ -171,21 +153,13 @@ func (s *Store) principalSessions(ctx context.Context, principal string, limit i
 		if len(ids) >= limit {
 			break
 		}
-		keys := make([]item, len(chunk))
-		for i, id := range chunk {
-			keys[i] = key(sessPK(id), metaSK)
-		}
 		var p expr
-		metas, err := s.batchGet(ctx, keys, p.n(attrPK)+", "+p.n(attrExp)+", "+p.n(attrPrincipal), p.namesOrNil())
+		found, err := s.sessionMetas(ctx, chunk, p.n(attrPK)+", "+p.n(attrExp)+", "+p.n(attrPrincipal), p.namesOrNil())
 		if err != nil {
 			return nil, err
 		}
-		found := make(map[string]item, len(metas))
-		for _, m := range metas {
-			found[getS(m, attrPK)] = m
-		}
 		for _, id := range chunk {
-			m := found[sessPK(id)]
+			m := found[id]
 			if live(m, now) && getS(m, attrPrincipal) == principal {
 				ids = append(ids, id)
 				writes = append(writes, types.WriteRequest{PutRequest: &types.PutRequest{Item: principalEntry(principal, id, getN(m, attrExp))}})

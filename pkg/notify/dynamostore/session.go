@@ -540,19 +540,9 @@ func (s *Store) Subscribers(ctx context.Context, uri string) (_ []string, err er
 		KeyConditionExpression: aws.String(e.n(attrPK) + " = " + e.v(avS(subPK(uri)))),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
-	var ids []string
-	for {
-		res, err := s.api.Query(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range res.Items {
-			ids = append(ids, getS(it, attrSID))
-		}
-		if len(res.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = res.LastEvaluatedKey
+	ids, err := s.queryIDs(ctx, in)
+	if err != nil {
+		return nil, err
 	}
 	now := toNanos(s.now())
 	var (
@@ -560,22 +550,13 @@ func (s *Store) Subscribers(ctx context.Context, uri string) (_ []string, err er
 		garbage []item
 	)
 	for chunk := range slices.Chunk(ids, 100) {
-		keys := make([]item, len(chunk))
-		for i, id := range chunk {
-			keys[i] = key(sessPK(id), metaSK)
-		}
 		var p expr
-		proj := p.n(attrPK) + ", " + p.n(attrExp)
-		metas, err := s.batchGet(ctx, keys, proj, p.namesOrNil())
+		found, err := s.sessionMetas(ctx, chunk, p.n(attrPK)+", "+p.n(attrExp), p.namesOrNil())
 		if err != nil {
 			return nil, err
 		}
-		found := make(map[string]item, len(metas))
-		for _, m := range metas {
-			found[getS(m, attrPK)] = m
-		}
 		for _, id := range chunk {
-			m, ok := found[sessPK(id)]
+			m, ok := found[id]
 			switch {
 			case !ok:
 				garbage = append(garbage, key(subPK(uri), part(id)), key(sessPK(id), markerSK(uri)))

@@ -554,6 +554,50 @@ func (s *Store) batchGet(ctx context.Context, keys []item, projection string, na
 	return out, nil
 }
 
+// sessionMetas reads the session items of ids (at most 100: one
+// BatchGetItem) with projection (all attributes when ""), by session id;
+// a session without one is not in the map.
+func (s *Store) sessionMetas(ctx context.Context, ids []string, projection string, names map[string]string) (map[string]item, error) {
+	keys := make([]item, len(ids))
+	for i, id := range ids {
+		keys[i] = key(sessPK(id), metaSK)
+	}
+	metas, err := s.batchGet(ctx, keys, projection, names)
+	if err != nil {
+		return nil, err
+	}
+	byPK := make(map[string]item, len(metas))
+	for _, m := range metas {
+		byPK[getS(m, attrPK)] = m
+	}
+	found := make(map[string]item, len(metas))
+	for _, id := range ids {
+		if m, ok := byPK[sessPK(id)]; ok {
+			found[id] = m
+		}
+	}
+	return found, nil
+}
+
+// queryIDs runs a Query to its last page and returns the attrSID of every
+// item.
+func (s *Store) queryIDs(ctx context.Context, in *dynamodb.QueryInput) ([]string, error) {
+	var ids []string
+	for {
+		res, err := s.api.Query(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range res.Items {
+			ids = append(ids, getS(it, attrSID))
+		}
+		if len(res.LastEvaluatedKey) == 0 {
+			return ids, nil
+		}
+		in.ExclusiveStartKey = res.LastEvaluatedKey
+	}
+}
+
 // batchDelete deletes keys, 25 per request, retrying unprocessed ones.
 func (s *Store) batchDelete(ctx context.Context, keys []item) error {
 	reqs := make([]types.WriteRequest, len(keys))
