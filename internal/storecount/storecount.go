@@ -205,13 +205,13 @@ func (s *store) IdleSessions(ctx context.Context, principal string, expiresBy ti
 // PrincipalProfiles implements notify.ProfileLister for every counted
 // store: it passes the call on to the inner store, or returns
 // errors.ErrUnsupported when that has none.
-func (s *store) PrincipalProfiles(ctx context.Context, principal string, limit int) ([]*notify.Session, error) {
+func (s *store) PrincipalProfiles(ctx context.Context, principal string, match []byte, limit int) ([]*notify.Session, error) {
 	pl, ok := s.Store.(notify.ProfileLister)
 	if !ok {
 		return nil, fmt.Errorf("storecount: the store lists no profiles: %w", errors.ErrUnsupported)
 	}
 	s.c.add("PrincipalProfiles")
-	return pl.PrincipalProfiles(ctx, principal, limit)
+	return pl.PrincipalProfiles(ctx, principal, match, limit)
 }
 
 func (s *store) Close() error {

@@ -132,7 +132,7 @@ func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 		return
 	}
 	want := canonicalID(p.RequestID)
-	listens, err := s.listenProfiles(ctx, listenPrincipal(owner), s.listenScan())
+	listens, err := s.listenProfiles(ctx, listenPrincipal(owner), listenInfo{Request: want}.field(), s.listenScan())
 	if err != nil {
 		s.log.WarnContext(ctx, "cancelling a listen stream", "err", err)
 		return
@@ -150,17 +150,19 @@ func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 }
 
 // listenProfiles returns up to limit backing sessions of lp's listen
-// streams (lp a listenPrincipal), open or parked, sorted by id, without
+// streams (lp a listenPrincipal), open or parked, whose listenInfo
+// contains match (listenInfo.field; nil: all), sorted by id, without
 // their subscriptions: one read of the store's per-principal index
 // (notify.ProfileLister; none without it). What a cancellation, an
 // adoption or a reclaim costs thus grows with the streams one principal
-// holds (at most MaxListensPerPrincipal), not with all.
-func (s *Server) listenProfiles(ctx context.Context, lp string, limit int) ([]*notify.Session, error) {
+// holds (at most MaxListensPerPrincipal), not with all; on SQLite only
+// the matching ones are decoded.
+func (s *Server) listenProfiles(ctx context.Context, lp string, match []byte, limit int) ([]*notify.Session, error) {
 	pl, ok := s.store.(notify.ProfileLister)
 	if !ok {
 		return nil, nil
 	}
-	out, err := pl.PrincipalProfiles(ctx, lp, limit)
+	out, err := pl.PrincipalProfiles(ctx, lp, match, limit)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil, nil // a wrapper of a store without it
 	}
@@ -384,7 +386,7 @@ func (s *Server) allowListen(ctx context.Context, principal string) error {
 // liveness record (releaseLiveness).
 func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner string, id json.RawMessage, ack *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
 	key := listenParkKey(ss.Principal(), ack)
-	listens, err := s.listenProfiles(ctx, listenPrincipal(owner), s.listenScan())
+	listens, err := s.listenProfiles(ctx, listenPrincipal(owner), listenInfo{Parked: key}.field(), s.listenScan())
 	if err != nil {
 		return nil, fmt.Errorf("looking for a parked listen stream: %w", err)
 	}

@@ -88,6 +88,16 @@ func (i listenInfo) encode() json.RawMessage {
 	return b
 }
 
+// field is the one field i sets, as encode writes it: what a backing
+// session that records that field contains (listenProfiles).
+func (i listenInfo) field() []byte {
+	b := i.encode()
+	if len(b) < 2 {
+		return nil
+	}
+	return b[1 : len(b)-1] // without the braces
+}
+
 // listenInfoOf returns what backing session st records (zero if nothing).
 func listenInfoOf(st *notify.Session) listenInfo {
 	var i listenInfo
@@ -224,7 +234,7 @@ func (s *Server) reclaimListens(ctx context.Context, lp string, limit int) int {
 	if now.Sub(at) < reclaimMemo {
 		return 0
 	}
-	listens, err := s.listenProfiles(ctx, lp, limit)
+	listens, err := s.listenProfiles(ctx, lp, nil, limit)
 	if err != nil {
 		s.log.WarnContext(ctx, "listing the listen streams of a principal", "err", err)
 		return 0

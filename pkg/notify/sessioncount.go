@@ -33,6 +33,15 @@ func CheckCountSessions(principal string, limit int) error {
 	return nil
 }
 
+// CheckProfiles validates the arguments of ProfileLister.PrincipalProfiles
+// the same way for every store.
+func CheckProfiles(principal string, match []byte, limit int) error {
+	if len(match) > MaxURIBytes {
+		return fmt.Errorf("%w: match of %d bytes, limit %d", ErrTooLarge, len(match), MaxURIBytes)
+	}
+	return CheckCountSessions(principal, limit)
+}
+
 // SessionReclaimer finds sessions that a principal at its live-session
 // bound may give up for a new one: sessions that hold nothing but their
 // profile, as clients that never DELETE leave them behind. Both stores
@@ -59,13 +68,15 @@ type SessionReclaimer interface {
 // interface of its own so that a wrapper of a Store need not. Safe for
 // concurrent use by many processes.
 type ProfileLister interface {
-	// PrincipalProfiles returns up to limit live sessions of principal,
-	// those CountSessions counts, sorted by ID, each as GetSession
+	// PrincipalProfiles returns up to limit live sessions of principal
+	// (those CountSessions counts) whose ClientInfo contains match, or
+	// all of them when match is empty, sorted by ID, each as GetSession
 	// returns it but without Subscriptions and StreamHead: one read of
 	// the principal's index and (DynamoDB) one batched read of the
-	// sessions per 100. A limit < 1 is ErrInvalid; a principal over
-	// MaxURIBytes is ErrTooLarge.
-	PrincipalProfiles(ctx context.Context, principal string, limit int) ([]*Session, error)
+	// sessions per 100, which a store may filter where it reads (SQLite:
+	// only the matching rows are decoded). A limit < 1 is ErrInvalid; a
+	// principal or a match over MaxURIBytes is ErrTooLarge.
+	PrincipalProfiles(ctx context.Context, principal string, match []byte, limit int) ([]*Session, error)
 }
 
 // MaxIdleSessionScan is how many of a principal's least recently extended

@@ -1,6 +1,7 @@
 package dynamostore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -64,13 +65,14 @@ var _ notify.ProfileLister = (*Store)(nil)
 
 // PrincipalProfiles implements notify.ProfileLister: one Query of the
 // principal's index (every entry, whatever expiry it recorded), then the
-// session items, one BatchGetItem per 100, until limit live ones are
-// read. It writes no entry's recorded expiry (CountSessions does): a
+// session items, one BatchGetItem per 100, until limit live ones that
+// match are read (the match is applied to the items read: every session
+// of the principal costs its read). It writes no entry's recorded expiry (CountSessions does): a
 // session that outlived it costs no write here, only its read. The
 // entries of sessions found expired or gone are deleted, best effort.
-func (s *Store) PrincipalProfiles(ctx context.Context, principal string, limit int) (out []*notify.Session, err error) {
-	defer wrap(&err, "dynamostore: PrincipalProfiles(%.64q, %d)", principal, limit)
-	if err := notify.CheckCountSessions(principal, limit); err != nil {
+func (s *Store) PrincipalProfiles(ctx context.Context, principal string, match []byte, limit int) (out []*notify.Session, err error) {
+	defer wrap(&err, "dynamostore: PrincipalProfiles(%.64q, %.64q, %d)", principal, match, limit)
+	if err := notify.CheckProfiles(principal, match, limit); err != nil {
 		return nil, err
 	}
 	pk := principalPK(principal)
@@ -99,7 +101,9 @@ func (s *Store) PrincipalProfiles(ctx context.Context, principal string, limit i
 		}
 		for _, id := range chunk {
 			if m := found[id]; live(m, now) && getS(m, attrPrincipal) == principal {
-				out = append(out, sessionOf(id, m))
+				if bytes.Contains(getB(m, attrClientInfo), match) {
+					out = append(out, sessionOf(id, m))
+				}
 			} else {
 				// Expired sessions never come back, and ids are not
 				// reused: the entry can go.

@@ -75,21 +75,24 @@ func (s *Store) IdleSessions(ctx context.Context, principal string, expiresBy ti
 var _ notify.ProfileLister = (*Store)(nil)
 
 // principalProfiles lists the profiles of the unexpired sessions of
-// principal ?1 at ?2, by id, up to ?3.
+// principal ?1 at ?2 whose client_info contains ?4 (all when it is
+// empty), by id, up to ?3.
 const principalProfiles = `SELECT id, principal, protocol_version, client_info, client_capabilities, log_level,
 		initialized, created_at, expires_at, version, delivered,
 		notified_tools, notified_resources, notified_prompts
-	FROM sessions WHERE principal = ?1 AND expires_at > ?2 ORDER BY id LIMIT ?3`
+	FROM sessions WHERE principal = ?1 AND expires_at > ?2
+		AND (?4 = '' OR instr(CAST(client_info AS TEXT), ?4) > 0)
+	ORDER BY id LIMIT ?3`
 
 // PrincipalProfiles implements notify.ProfileLister with one read over
 // the principal index.
-func (s *Store) PrincipalProfiles(ctx context.Context, principal string, limit int) (out []*notify.Session, err error) {
-	defer wrap(&err, "sqlitestore: PrincipalProfiles(%.64q, %d)", principal, limit)
-	if err := notify.CheckCountSessions(principal, limit); err != nil {
+func (s *Store) PrincipalProfiles(ctx context.Context, principal string, match []byte, limit int) (out []*notify.Session, err error) {
+	defer wrap(&err, "sqlitestore: PrincipalProfiles(%.64q, %.64q, %d)", principal, match, limit)
+	if err := notify.CheckProfiles(principal, match, limit); err != nil {
 		return nil, err
 	}
 	s.ensurePrincipalIndex(ctx)
-	rows, err := s.r.QueryContext(ctx, principalProfiles, principal, toNanos(s.now()), limit)
+	rows, err := s.r.QueryContext(ctx, principalProfiles, principal, toNanos(s.now()), limit, string(match))
 	if err != nil {
 		return nil, err
 	}

@@ -158,16 +158,17 @@ func testIdleSessions(t *testing.T, s *suite) {
 }
 
 // testPrincipalProfiles checks notify.ProfileLister: the live sessions
-// of a principal, sorted, up to the limit; from any Store on the same
+// of a principal, sorted, up to the limit, only those whose ClientInfo
+// contains the match when there is one; from any Store on the same
 // database; not another principal's, not deleted or expired ones, an
 // extended one past its first expiry still; each profile as GetSession
 // reads it; bad arguments are refused.
 func testPrincipalProfiles(t *testing.T, s *suite) {
 	st, pl, other := storesAs[notify.ProfileLister](t, s)
 	ctx := t.Context()
-	check := func(pl notify.ProfileLister, principal string, limit int, want ...string) {
+	checkMatch := func(pl notify.ProfileLister, principal string, match []byte, limit int, want ...string) {
 		t.Helper()
-		profiles, err := pl.PrincipalProfiles(ctx, principal, limit)
+		profiles, err := pl.PrincipalProfiles(ctx, principal, match, limit)
 		var ids []string
 		for _, p := range profiles {
 			ids = append(ids, p.ID)
@@ -182,8 +183,12 @@ func testPrincipalProfiles(t *testing.T, s *suite) {
 			}
 		}
 		if err != nil || !slices.Equal(ids, want) {
-			t.Errorf("PrincipalProfiles(%q, %d) = %q, %v; want %q", principal, limit, ids, err, want)
+			t.Errorf("PrincipalProfiles(%q, %q, %d) = %q, %v; want %q", principal, match, limit, ids, err, want)
 		}
+	}
+	check := func(pl notify.ProfileLister, principal string, limit int, want ...string) {
+		t.Helper()
+		checkMatch(pl, principal, nil, limit, want...)
 	}
 	of := principalOf
 	soon := now().Add(time.Second)
@@ -207,7 +212,11 @@ func testPrincipalProfiles(t *testing.T, s *suite) {
 	time.Sleep(time.Until(soon) + 200*time.Millisecond)
 	check(pl, "alice", 10, "p2", "p3", "p4") // p1 expired, p2 extended
 	check(other, "alice", 10, "p2", "p3", "p4")
-	if got, err := pl.PrincipalProfiles(ctx, "alice", 2); err != nil || len(got) != 2 {
+	// Only those whose ClientInfo contains the match.
+	checkMatch(pl, "alice", []byte(`"mcpush/process":"x"`), 10, "p4")
+	checkMatch(other, "alice", []byte(`"mcpush/process":"y"`), 10)
+	checkMatch(pl, "bob", []byte(`"mcpush/process":"x"`), 10)
+	if got, err := pl.PrincipalProfiles(ctx, "alice", nil, 2); err != nil || len(got) != 2 {
 		t.Errorf("PrincipalProfiles(alice, 2) = %d sessions, %v; want 2 of them", len(got), err)
 	}
 	if err := st.DeleteSession(ctx, "p3"); err != nil {
@@ -216,11 +225,14 @@ func testPrincipalProfiles(t *testing.T, s *suite) {
 	check(other, "alice", 10, "p2", "p4")
 	check(pl, "bob", 10, "q1")
 	check(pl, "carol", 10)
-	if _, err := pl.PrincipalProfiles(ctx, "alice", 0); !wantErr(err, notify.ErrInvalid) {
+	if _, err := pl.PrincipalProfiles(ctx, "alice", nil, 0); !wantErr(err, notify.ErrInvalid) {
 		t.Errorf("PrincipalProfiles(limit 0) = %v, want ErrInvalid", err)
 	}
-	if _, err := pl.PrincipalProfiles(ctx, strings.Repeat("p", notify.MaxURIBytes+1), 1); !wantErr(err, notify.ErrTooLarge) {
+	if _, err := pl.PrincipalProfiles(ctx, strings.Repeat("p", notify.MaxURIBytes+1), nil, 1); !wantErr(err, notify.ErrTooLarge) {
 		t.Errorf("PrincipalProfiles(long principal) = %v, want ErrTooLarge", err)
+	}
+	if _, err := pl.PrincipalProfiles(ctx, "alice", []byte(strings.Repeat("m", notify.MaxURIBytes+1)), 1); !wantErr(err, notify.ErrTooLarge) {
+		t.Errorf("PrincipalProfiles(long match) = %v, want ErrTooLarge", err)
 	}
 }
 
