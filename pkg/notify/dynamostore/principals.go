@@ -233,19 +233,13 @@ func (s *Store) IdleSessions(ctx context.Context, principal string, expiresBy ti
 		id  string
 		exp int64
 	}
-	var entries []entry
-	for {
-		res, err := s.api.Query(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range res.Items {
-			entries = append(entries, entry{getS(it, attrSID), getN(it, attrSessExp)})
-		}
-		if len(res.LastEvaluatedKey) == 0 {
-			break
-		}
-		in.ExclusiveStartKey = res.LastEvaluatedKey
+	items, err := s.queryItems(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]entry, len(items))
+	for i, it := range items {
+		entries[i] = entry{getS(it, attrSID), getN(it, attrSessExp)}
 	}
 	slices.SortFunc(entries, func(a, b entry) int { return cmp.Compare(a.exp, b.exp) })
 	scanned := 0

@@ -579,23 +579,31 @@ func (s *Store) sessionMetas(ctx context.Context, ids []string, projection strin
 	return found, nil
 }
 
-// queryIDs runs a Query to its last page and returns the attrSID of every
-// item.
-func (s *Store) queryIDs(ctx context.Context, in *dynamodb.QueryInput) ([]string, error) {
-	var ids []string
+// queryItems runs a Query to its last page and returns its items.
+func (s *Store) queryItems(ctx context.Context, in *dynamodb.QueryInput) ([]item, error) {
+	var items []item
 	for {
 		res, err := s.api.Query(ctx, in)
 		if err != nil {
 			return nil, err
 		}
-		for _, it := range res.Items {
-			ids = append(ids, getS(it, attrSID))
-		}
+		items = append(items, res.Items...)
 		if len(res.LastEvaluatedKey) == 0 {
-			return ids, nil
+			return items, nil
 		}
 		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
+}
+
+// queryIDs runs a Query to its last page and returns the attrSID of every
+// item.
+func (s *Store) queryIDs(ctx context.Context, in *dynamodb.QueryInput) ([]string, error) {
+	items, err := s.queryItems(ctx, in)
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = getS(it, attrSID)
+	}
+	return ids, err
 }
 
 // batchDelete deletes keys, 25 per request, retrying unprocessed ones.
