@@ -142,6 +142,13 @@ func (s *Server) handleResponse(ctx context.Context, ss *ServerSession, m *Messa
 // updateSession applies f to the session's profile with optimistic
 // concurrency, re-reading on conflict.
 func (s *Server) updateSession(ctx context.Context, ss *ServerSession, f func(*notify.Session)) error {
+	return s.updateSessionIf(ctx, ss, f, nil)
+}
+
+// updateSessionIf is updateSession that, after a conflict, applies f
+// again only if check passes on the session read back (nil: always); it
+// returns check's error otherwise.
+func (s *Server) updateSessionIf(ctx context.Context, ss *ServerSession, f func(*notify.Session), check func(*notify.Session) error) error {
 	st := *ss.state
 	for attempt := 0; ; attempt++ {
 		f(&st)
@@ -156,6 +163,11 @@ func (s *Server) updateSession(ctx context.Context, ss *ServerSession, f func(*n
 		fresh, err := s.store.GetSession(ctx, ss.ID())
 		if err != nil {
 			return err
+		}
+		if check != nil {
+			if err := check(fresh); err != nil {
+				return err
+			}
 		}
 		st = *fresh
 	}

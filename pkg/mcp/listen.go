@@ -381,9 +381,9 @@ func (s *Server) allowListen(ctx context.Context, principal string) error {
 // parked with ack's listenParkKey, and claimed with one conditional write
 // of its session, on the version read (of two claimants one wins, the
 // other looks further), which extends its expiry to ttl and records this
-// process and the request. The stream reads its
-// log from where the parked one stopped. An adopted stream holds the
-// liveness record (releaseLiveness).
+// process and the request. The stream reads its log from where the
+// parked one stopped. An adopted stream holds the liveness record
+// (releaseLiveness).
 func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner string, id json.RawMessage, ack *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
 	key := listenParkKey(ss.Principal(), ack)
 	listens, err := s.listenProfiles(ctx, listenPrincipal(owner), listenInfo{Parked: key}.field(), s.listenScan())
@@ -450,33 +450,19 @@ func (l *listenStream) park(ctx context.Context) {
 // longer records the stream (listenInfo): another stream adopted it.
 var errListenTaken = errors.New("the listen stream's backing session was adopted by another stream")
 
-// update writes f's change to the stream's backing session, as
-// Server.updateSession does, but after a conflict applies f again only
-// if the session read back still records this stream (l.info): a park
-// whose write landed but whose answer was lost, and which another stream
+// update writes f's change to the stream's backing session
+// (Server.updateSessionIf), applying it again after a conflict only if
+// the session read back still records this stream (l.info): a park whose
+// write landed but whose answer was lost, and which another stream
 // adopted meanwhile, must not park the adopter's session again. It
 // returns errListenTaken then.
 func (l *listenStream) update(ctx context.Context, f func(*notify.Session)) error {
-	st := *l.sess.state
-	for attempt := 0; ; attempt++ {
-		f(&st)
-		err := l.srv.store.UpdateSession(ctx, &st)
-		if err == nil {
-			*l.sess.state = st
-			return nil
-		}
-		if !errors.Is(err, notify.ErrConflict) || attempt == 5 {
-			return err
-		}
-		fresh, err := l.srv.store.GetSession(ctx, l.sess.ID())
-		if err != nil {
-			return err
-		}
+	return l.srv.updateSessionIf(ctx, l.sess, f, func(fresh *notify.Session) error {
 		if listenInfoOf(fresh) != l.info {
 			return errListenTaken
 		}
-		st = *fresh
-	}
+		return nil
+	})
 }
 
 // ack is the acknowledgement, the stream's first message.
