@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,6 +29,24 @@ const attrSessExp = "sx"
 // per session (sk: the escaped session id), written in the transaction
 // that creates the session and deleted with the session's other items.
 func principalPK(principal string) string { return "P#" + part(principal) }
+
+// principalQuery is the Query of principal's index entries, with the
+// attributes attrs.
+func (s *Store) principalQuery(principal string, attrs ...string) *dynamodb.QueryInput {
+	var e expr
+	proj := make([]string, len(attrs))
+	for i, a := range attrs {
+		proj[i] = e.n(a)
+	}
+	in := &dynamodb.QueryInput{
+		TableName:              s.table,
+		ConsistentRead:         consistent,
+		KeyConditionExpression: aws.String(e.n(attrPK) + " = " + e.v(avS(principalPK(principal)))),
+		ProjectionExpression:   aws.String(strings.Join(proj, ", ")),
+	}
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
+	return in
+}
 
 // principalEntry is the index entry of session id, whose expiry is at
 // least exp (Unix nanoseconds).
@@ -76,14 +95,7 @@ func (s *Store) PrincipalProfiles(ctx context.Context, principal string, match [
 		return nil, err
 	}
 	pk := principalPK(principal)
-	var e expr
-	in := &dynamodb.QueryInput{
-		TableName:              s.table,
-		ConsistentRead:         consistent,
-		KeyConditionExpression: aws.String(e.n(attrPK) + " = " + e.v(avS(pk))),
-		ProjectionExpression:   aws.String(e.n(attrSID)),
-	}
-	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
+	in := s.principalQuery(principal, attrSID)
 	ids, err := s.queryIDs(ctx, in)
 	if err != nil {
 		return nil, err
@@ -123,14 +135,7 @@ func (s *Store) principalSessions(ctx context.Context, principal string, limit i
 	}
 	pk := principalPK(principal)
 	now := toNanos(s.now())
-	var e expr
-	in := &dynamodb.QueryInput{
-		TableName:              s.table,
-		ConsistentRead:         consistent,
-		KeyConditionExpression: aws.String(e.n(attrPK) + " = " + e.v(avS(pk))),
-		ProjectionExpression:   aws.String(e.n(attrSID) + ", " + e.n(attrSessExp)),
-	}
-	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
+	in := s.principalQuery(principal, attrSID, attrSessExp)
 	var stale []string // entries whose recorded expiry has passed
 	for {
 		res, err := s.api.Query(ctx, in)
@@ -221,14 +226,7 @@ func (s *Store) IdleSessions(ctx context.Context, principal string, expiresBy ti
 		return nil, err
 	}
 	now, by := toNanos(s.now()), toNanos(expiresBy)
-	var e expr
-	in := &dynamodb.QueryInput{
-		TableName:              s.table,
-		ConsistentRead:         consistent,
-		KeyConditionExpression: aws.String(e.n(attrPK) + " = " + e.v(avS(principalPK(principal)))),
-		ProjectionExpression:   aws.String(e.n(attrSID) + ", " + e.n(attrSessExp)),
-	}
-	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
+	in := s.principalQuery(principal, attrSID, attrSessExp)
 	type entry struct {
 		id  string
 		exp int64
