@@ -30,7 +30,9 @@
 //
 // Outside Lambda, ListenAndServe serves /mcp until its context is done
 // (SIGTERM), then shuts down gracefully, ending open streams with
-// "retry:".
+// "retry:". Its idle streams are held until the client leaves by default
+// (DefaultLocalStreamHold), as on Managed Instances: an idle client makes
+// no request after it opens its stream.
 //
 // With AuthOAuth, in Lambda and locally, the server is an OAuth 2.1
 // resource server (package oauth): bearer tokens are validated, their

@@ -44,15 +44,18 @@ func Run(ctx context.Context, srv *mcp.Server, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	hold := "deadline"
-	if h.hold >= 0 {
-		hold = h.hold.String()
-	}
 	h.log.Info("serving MCP in Lambda", "mode", h.mode, "auth", opts.Lambda.Auth,
-		"maxConcurrency", h.concurrency, "streamHold", hold)
+		"maxConcurrency", h.concurrency, "streamHold", holdString(h.hold))
 	h.Start() // never returns
 	return nil
 }
+
+// DefaultLocalStreamHold is the LocalOptions.StreamHold of a zero value:
+// streams are held until the client leaves (or the server shuts down), so
+// an idle client makes no request after it opens its GET stream (or its
+// subscriptions/listen stream), where SSE polling would cost it one a
+// second.
+const DefaultLocalStreamHold = StreamHoldDeadline
 
 // DefaultAddr is the address of the local server when LocalOptions.Addr is
 // empty.
@@ -75,7 +78,10 @@ type LocalOptions struct {
 	OAuth oauth.Options
 	// StreamHold is mcp.StreamableOptions.StreamHold: how long an idle
 	// GET stream stays open after activity (StreamHoldDeadline: until
-	// the client leaves). 0 means pkg/mcp's default.
+	// the client leaves). 0 means DefaultLocalStreamHold: a process that
+	// runs on holds streams, since a held stream costs it almost nothing
+	// (on-demand Lambda, where it is a billed invocation, polls instead:
+	// LambdaOptions.StreamHold).
 	StreamHold time.Duration
 	// ShutdownTimeout bounds the graceful shutdown once ctx is done;
 	// default 10s.
@@ -134,6 +140,11 @@ func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) er
 		}
 	}
 
+	hold := opts.StreamHold
+	if hold == 0 {
+		hold = DefaultLocalStreamHold
+	}
+
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -142,7 +153,7 @@ func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) er
 		LocalhostOnly:  host == "localhost" || (ip != nil && ip.IsLoopback()),
 		AllowedHosts:   opts.AllowedHosts,
 		AllowedOrigins: opts.AllowedOrigins,
-		StreamHold:     opts.StreamHold,
+		StreamHold:     hold,
 	}
 	mux := http.NewServeMux()
 	if opts.Auth == AuthOAuth {
@@ -173,7 +184,7 @@ func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) er
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	logger.Info("serving MCP", "url", "http://"+ln.Addr().String()+"/mcp")
+	logger.Info("serving MCP", "url", "http://"+ln.Addr().String()+"/mcp", "streamHold", holdString(hold))
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr())
 	}
@@ -199,6 +210,14 @@ func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) er
 	}
 	handler.Close()
 	return nil
+}
+
+// holdString is a StreamHold as MCPUSH_STREAM_HOLD spells it.
+func holdString(hold time.Duration) string {
+	if hold < 0 {
+		return "deadline"
+	}
+	return hold.String()
 }
 
 // mountMetadata serves v's protected resource metadata at
@@ -241,8 +260,10 @@ func NewLogger(w io.Writer) *slog.Logger {
 //	MCPUSH_ALLOWED_HOSTS     comma-separated Host names accepted
 //	MCPUSH_ALLOWED_ORIGINS   comma-separated browser origins accepted
 //	MCPUSH_MAX_GET_STREAM    a Go duration bounding GET streams in Lambda
-//	MCPUSH_STREAM_HOLD       how long an idle GET stream stays open (default 5s;
-//	                         "deadline": hold it to the invocation deadline)
+//	MCPUSH_STREAM_HOLD       how long an idle GET stream stays open ("deadline":
+//	                         hold it to the invocation deadline, or locally until
+//	                         the client leaves; default 5s on on-demand Lambda,
+//	                         "deadline" locally)
 //	AWS_LAMBDA_MAX_CONCURRENCY  set by Lambda Managed Instances: invocations
 //	                         served at once; above 1, streams are held to
 //	                         the deadline unless MCPUSH_STREAM_HOLD says otherwise
