@@ -13,14 +13,21 @@
 //
 // The authorization server is found from its issuer URL (RFC 8414
 // metadata with path insertion, falling back to OpenID Connect
-// discovery) the first time a token is checked. Its keys are cached as
-// long as the JWKS response's Cache-Control (or Expires) allows, and
-// fetched again when a token names a key id the cache does not know, so
-// that key rotation takes effect within seconds; such refetches happen at
-// most once per Options.RefreshInterval, so a flood of tokens with made-up
-// key ids costs at most one JWKS fetch per interval. A failure to fetch
-// the metadata or the keys is mcp.ErrAuthUnavailable (503 with
-// Retry-After), not a 401.
+// discovery) the first time a token is checked, and read again on a
+// schedule (Options.MetadataRefresh) and when a token names an unknown
+// key. Its keys are cached as long as the JWKS response's Cache-Control
+// (or Expires) allows, and fetched again when a token names a key id the
+// cache does not know, so that key rotation takes effect within seconds.
+// One fetch is in flight per Validator at a time (single flight), bounded
+// by Options.FetchTimeout and cancelled by no request; the next starts no
+// sooner than Options.RefreshInterval after it ended, so a flood of
+// tokens with made-up key ids costs at most one JWKS fetch per interval.
+// Keys past their expiry keep serving while a refresh runs or fails, for
+// up to Options.MaxStale (stale while revalidate); a request without a
+// usable key waits for the fetch at most Options.KeyWait, then gets
+// mcp.ErrAuthUnavailable (503 with Retry-After), not a 401, whose text
+// names the kind of failure and no URL. Redirects are followed only to
+// URLs the issuer could have itself (https, or http on a loopback host).
 //
 // MetadataHandler serves the Protected Resource Metadata (RFC 9728) that
 // clients discover from the WWW-Authenticate challenge of a 401.

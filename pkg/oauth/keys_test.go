@@ -121,13 +121,12 @@ func TestDiscover(t *testing.T) {
 }
 
 // TestKeysCache: the JWKS is cached for its max-age and fetched again
-// after it; no-store means at most once per refresh interval.
+// after it (the stale keys serving during the refresh); no-store means at
+// most once per refresh interval; with the server gone, stale keys serve
+// up to MaxStale past their expiry.
 func TestKeysCache(t *testing.T) {
 	s := newASServer(t, "", "/.well-known/oauth-authorization-server")
-	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clock := newTestClock()
 	fetches := func() int {
 		n := 0
 		for _, p := range s.requests() {
@@ -138,40 +137,49 @@ func TestKeysCache(t *testing.T) {
 		return n
 	}
 	s.cache = "public, max-age=600"
-	k := &keySet{issuer: s.URL, client: s.Client(), now: clock, interval: 5 * time.Second, log: discardLogger()}
+	k := newTestKeySet(s.URL, clock.Now)
+	k.client = s.Client()
 	ctx := context.Background()
-	for range 3 {
+	lookup := func(what string) {
+		t.Helper()
 		if _, found, err := k.lookup(ctx, "k1"); !found || err != nil {
-			t.Fatalf("k1: %v %v", found, err)
+			t.Fatalf("k1 %s: %v %v", what, found, err)
 		}
+		k.settle()
 	}
-	advance(599 * time.Second)
-	k.lookup(ctx, "k1")
+	for range 3 {
+		lookup("fresh")
+	}
+	clock.Advance(599 * time.Second)
+	lookup("within max-age")
 	if n := fetches(); n != 1 {
 		t.Errorf("%d fetches within max-age, want 1", n)
 	}
-	advance(2 * time.Second)
-	k.lookup(ctx, "k1")
+	clock.Advance(2 * time.Second)
+	lookup("after max-age")
 	if n := fetches(); n != 2 {
 		t.Errorf("%d fetches after max-age, want 2", n)
 	}
 	s.cache = "no-store"
-	advance(601 * time.Second)
-	k.lookup(ctx, "k1") // fetched, not cacheable
-	k.lookup(ctx, "k1") // within the refresh interval: the stale keys serve
-	advance(5 * time.Second)
-	k.lookup(ctx, "k1")
+	clock.Advance(601 * time.Second)
+	lookup("stale") // fetched, not cacheable: fresh for the interval
+	lookup("within the interval")
+	clock.Advance(5 * time.Second)
+	lookup("after the interval")
 	if n := fetches(); n != 4 {
 		t.Errorf("%d fetches, want 4", n)
 	}
 	// A server that goes away: stale keys serve, no error.
 	s.Close()
-	advance(time.Hour)
-	if _, found, err := k.lookup(ctx, "k1"); !found || err != nil {
-		t.Errorf("stale k1 with the server gone: %v %v", found, err)
+	clock.Advance(30 * time.Minute)
+	lookup("stale with the server gone")
+	// Past MaxStale: unavailable.
+	clock.Advance(time.Hour)
+	if _, _, err := k.lookup(ctx, "k1"); !errors.Is(err, mcp.ErrAuthUnavailable) {
+		t.Errorf("past MaxStale, server gone: %v, want ErrAuthUnavailable", err)
 	}
 	// A key set that was never fetched: unavailable.
-	k2 := &keySet{issuer: s.URL, client: s.Client(), now: clock, interval: 5 * time.Second, log: discardLogger()}
+	k2 := newTestKeySet(s.URL, clock.Now)
 	if _, _, err := k2.lookup(ctx, "k1"); !errors.Is(err, mcp.ErrAuthUnavailable) {
 		t.Errorf("no keys, server gone: %v, want ErrAuthUnavailable", err)
 	}

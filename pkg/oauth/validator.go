@@ -21,6 +21,10 @@ import (
 const (
 	DefaultLeeway          = 30 * time.Second
 	DefaultRefreshInterval = 5 * time.Second
+	DefaultFetchTimeout    = 3 * time.Second
+	DefaultKeyWait         = time.Second
+	DefaultMaxStale        = time.Hour
+	DefaultMetadataRefresh = time.Hour
 	DefaultResourcePath    = "/mcp"
 	// MaxTokenBytes bounds an access token; a longer one is refused as
 	// malformed without being parsed.
@@ -62,12 +66,29 @@ type Options struct {
 	// Leeway is the clock skew allowed for exp, nbf and iat; default
 	// DefaultLeeway.
 	Leeway time.Duration
-	// RefreshInterval is the least time between two fetches of the
-	// authorization server's keys (or of its metadata after a failure);
-	// default DefaultRefreshInterval.
+	// RefreshInterval is the least time from the end of one fetch of the
+	// authorization server's keys (or of its metadata after a failure)
+	// to the start of the next; default DefaultRefreshInterval.
 	RefreshInterval time.Duration
+	// FetchTimeout bounds one fetch (metadata and JWKS together); default
+	// DefaultFetchTimeout. A fetch runs on its own, whatever the requests
+	// that wait for it do.
+	FetchTimeout time.Duration
+	// KeyWait bounds how long a request without a usable key waits for
+	// the fetch in flight before it gets mcp.ErrAuthUnavailable (503);
+	// default DefaultKeyWait. A request with a usable key never waits.
+	KeyWait time.Duration
+	// MaxStale is how long keys past their expiry keep serving while
+	// refreshes run or fail; default DefaultMaxStale.
+	MaxStale time.Duration
+	// MetadataRefresh is the age after which the authorization server's
+	// metadata is read again, at the next key fetch; default
+	// DefaultMetadataRefresh. A token with an unknown key id makes the
+	// next fetch read it again too.
+	MetadataRefresh time.Duration
 	// HTTPClient fetches the metadata and keys; default a client with a
-	// 10s timeout.
+	// 10s timeout. Redirects are followed only to URLs the issuer itself
+	// could have (https, or http on a loopback host), at most 3.
 	HTTPClient *http.Client
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -150,6 +171,18 @@ func New(opts *Options) (*Validator, error) {
 	if o.RefreshInterval <= 0 {
 		o.RefreshInterval = DefaultRefreshInterval
 	}
+	if o.FetchTimeout <= 0 {
+		o.FetchTimeout = DefaultFetchTimeout
+	}
+	if o.KeyWait <= 0 {
+		o.KeyWait = DefaultKeyWait
+	}
+	if o.MaxStale <= 0 {
+		o.MaxStale = DefaultMaxStale
+	}
+	if o.MetadataRefresh <= 0 {
+		o.MetadataRefresh = DefaultMetadataRefresh
+	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -163,7 +196,8 @@ func New(opts *Options) (*Validator, error) {
 		o.ResourceName = "mcpush"
 	}
 	v := &Validator{opts: o}
-	v.keys = &keySet{issuer: o.Issuer, client: o.HTTPClient, now: o.Now, interval: o.RefreshInterval, log: o.Logger}
+	v.keys = &keySet{issuer: o.Issuer, client: o.HTTPClient, now: o.Now, interval: o.RefreshInterval,
+		timeout: o.FetchTimeout, wait: o.KeyWait, maxStale: o.MaxStale, metaInterval: o.MetadataRefresh, log: o.Logger}
 	v.parser = jwt.NewParser(
 		jwt.WithValidMethods(Algorithms),
 		jwt.WithIssuer(o.Issuer),
@@ -245,10 +279,15 @@ func (v *Validator) Validate(ctx context.Context, token, resource string) (*Clai
 		return nil, fmt.Errorf("%w: token longer than %d bytes", mcp.ErrUnauthorized, MaxTokenBytes)
 	}
 	c := &Claims{}
-	_, err := v.parser.ParseWithClaims(token, c, func(t *jwt.Token) (any, error) { return v.key(ctx, t) })
+	var keyErr error
+	_, err := v.parser.ParseWithClaims(token, c, func(t *jwt.Token) (any, error) {
+		k, err := v.key(ctx, t)
+		keyErr = err
+		return k, err
+	})
 	if err != nil {
-		if errors.Is(err, mcp.ErrAuthUnavailable) {
-			return nil, err
+		if errors.Is(keyErr, mcp.ErrAuthUnavailable) {
+			return nil, keyErr // the kind of failure only: no URL, no upstream answer
 		}
 		return nil, fmt.Errorf("%w: %v", mcp.ErrUnauthorized, err)
 	}
