@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -86,4 +87,58 @@ func decodeItem(raw json.RawMessage, v any) error {
 		return fmt.Errorf("%w: data after the object", ErrBadItem)
 	}
 	return nil
+}
+
+// MaxEventNameLen is the longest event type name (and topic name).
+const MaxEventNameLen = 128
+
+// ValidEventName reports whether name is a valid event type name: 1 to
+// MaxEventNameLen characters from A-Z, a-z, 0-9, '_', '.' and '-' (the
+// characters of a topic name; "order.created" is one).
+func ValidEventName(name string) bool {
+	if name == "" || len(name) > MaxEventNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '.', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// DecodeEventItem decodes and checks a stored events item and returns it
+// with its defaults filled in (EventItem.WithDefaults): a valid name and
+// topic, delivery modes that are known and distinct, schemas that are
+// JSON objects of type "object".
+func DecodeEventItem(raw json.RawMessage) (*EventItem, error) {
+	var e EventItem
+	if err := decodeItem(raw, &e); err != nil {
+		return nil, err
+	}
+	if !ValidEventName(e.Name) {
+		return nil, fmt.Errorf("%w: event type name %q is not 1 to %d of A-Z a-z 0-9 _ . -", ErrBadItem, e.Name, MaxEventNameLen)
+	}
+	e = e.WithDefaults()
+	if !ValidEventName(e.Topic) {
+		return nil, fmt.Errorf("%w: event type %s: topic %q is not 1 to %d of A-Z a-z 0-9 _ . -", ErrBadItem, e.Name, e.Topic, MaxEventNameLen)
+	}
+	seen := map[string]bool{}
+	for _, m := range e.Delivery {
+		if seen[m] || !slices.Contains(DeliveryModes, m) {
+			return nil, fmt.Errorf("%w: event type %s: delivery %q unknown or repeated", ErrBadItem, e.Name, m)
+		}
+		seen[m] = true
+	}
+	for _, sc := range []json.RawMessage{e.InputSchema, e.PayloadSchema} {
+		var top struct {
+			Type any `json:"type"`
+		}
+		if err := json.Unmarshal(sc, &top); err != nil || top.Type != "object" {
+			return nil, fmt.Errorf("%w: event type %s: a schema is not a JSON object schema of type \"object\"", ErrBadItem, e.Name)
+		}
+	}
+	return &e, nil
 }

@@ -28,7 +28,7 @@ const MaxAppendBytes = 3 << 20
 // ValidRegistry reports whether kind names a registry.
 func ValidRegistry(kind string) bool {
 	switch kind {
-	case RegistryTools, RegistryResources, RegistryPrompts:
+	case RegistryTools, RegistryResources, RegistryPrompts, RegistryEvents:
 		return true
 	}
 	return false

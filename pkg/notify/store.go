@@ -23,6 +23,9 @@ const (
 	RegistryTools     = "tools"
 	RegistryResources = "resources"
 	RegistryPrompts   = "prompts"
+	// RegistryEvents holds the event types of the Events extension
+	// (EventItem), keyed by name.
+	RegistryEvents = "events"
 )
 
 // Registry operations, as carried by SNS registry messages.
@@ -69,7 +72,7 @@ type Event struct {
 // HashCAS makes an Append conditional on a session's last-notified registry
 // hash, and sets it in the same atomic step.
 type HashCAS struct {
-	Registry string // RegistryTools, RegistryResources or RegistryPrompts
+	Registry string // RegistryTools, RegistryResources, RegistryPrompts or RegistryEvents
 	Old      string // the append happens only if the stored hash equals Old ("" = never set)
 	New      string // stored hash after the append
 }
@@ -103,12 +106,12 @@ type Topic struct {
 	UpdatedAt time.Time
 }
 
-// Registry is the dynamic part of one registry (tools, resources or
-// prompts) published through SNS: items by key, and the content hash.
+// Registry is the dynamic part of one registry (tools, resources,
+// prompts or events) published through SNS: items by key, and the content hash.
 type Registry struct {
 	Kind  string
 	Hash  string                     // content hash of Items; "" for an empty, never-written registry
-	Items map[string]json.RawMessage // key (tool or prompt name, resource URI) -> item JSON
+	Items map[string]json.RawMessage // key (tool, prompt or event name, resource URI) -> item JSON
 }
 
 // Store is the durable state behind an mcpush deployment.

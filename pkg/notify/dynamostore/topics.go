@@ -243,3 +243,23 @@ func (s *Store) Topics(ctx context.Context) (_ []notify.Topic, err error) {
 	slices.SortFunc(topics, func(a, b notify.Topic) int { return strings.Compare(a.Name, b.Name) })
 	return topics, nil
 }
+
+// TopicHead implements notify.TopicHeads with one GetItem of the topic's
+// head.
+func (s *Store) TopicHead(ctx context.Context, topic string) (_ int64, err error) {
+	defer wrap(&err, "dynamostore: TopicHead(%q)", topic)
+	if err := notify.CheckTopicRead(topic, 1); err != nil {
+		return 0, err
+	}
+	res, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      s.table,
+		Key:            key(topicsPK, part(topic)),
+		ConsistentRead: consistent,
+	})
+	if err != nil {
+		return 0, err
+	}
+	return getN(res.Item, attrSeq), nil
+}
+
+var _ notify.TopicHeads = (*Store)(nil)

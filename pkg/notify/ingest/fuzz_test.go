@@ -136,3 +136,44 @@ func jsonEqual(a, b []byte) bool {
 	y, errY := decode(b)
 	return errX == nil && errY == nil && cmp.Equal(x, y)
 }
+
+// FuzzEventItem: an events registry item, whatever its bytes, is either
+// refused with a *ParseError or accepted in a canonical form that is a
+// fixed point of Parse, that the server's decoder (notify.DecodeEventItem)
+// accepts as is, defaults filled in, and whose schemas are objects of
+// type "object".
+func FuzzEventItem(f *testing.F) {
+	for _, seed := range []string{
+		`{"name":"order.created"}`,
+		`{"name":"order.created","topic":"orders","description":"d","delivery":["webhook","poll"],"inputSchema":{"type":"object","properties":{"region":{"type":"string"}}},"payloadSchema":{"type":"object"}}`,
+		`{"name":"e","delivery":null,"inputSchema":null}`,
+		`{"name":"e","inputSchema":{"type":"object","properties":{"n":{"type":"integer","minimum":1e400}}}}`,
+		`{"name":"e","inputSchema":{"type":"object","$defs":{"a":{"type":"string"}},"properties":{"x":{"$ref":"#/$defs/a"}}}}`,
+		`{"name":"e","inputSchema":{"type":"object","pattern":"(a+)+$"}}`,
+		`{"name":"e","topic":"","delivery":["push","push"]}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, item string) {
+		msg, err := Parse("", `{"type":"registry","registry":"events","op":"put","items":[`+item+`]}`)
+		if err != nil {
+			if _, ok := errors.AsType[*ParseError](err); !ok {
+				t.Fatalf("error %v (%T) is not a *ParseError", err, err)
+			}
+			return
+		}
+		checkRegistry(t, msg)
+		for name, raw := range msg.Items {
+			e, err := notify.DecodeEventItem(raw)
+			if err != nil {
+				t.Fatalf("the server refuses an accepted item %s: %v", raw, err)
+			}
+			if e.Name != name || e.Topic == "" || len(e.Delivery) == 0 || len(e.InputSchema) == 0 || len(e.PayloadSchema) == 0 {
+				t.Fatalf("accepted item %s lacks a default: %+v", raw, e)
+			}
+			if again, _ := marshal(e); !bytes.Equal(again, raw) {
+				t.Fatalf("accepted item %s is not stored with its defaults (%s)", raw, again)
+			}
+		}
+	})
+}

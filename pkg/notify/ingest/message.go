@@ -1,7 +1,7 @@
 // Package ingest turns SNS messages into mcpush state: external events
 // appended to topic logs and fanned out to the sessions subscribed to
-// them, and changes to the dynamic registries of tools, resources and
-// prompts.
+// them, and changes to the dynamic registries of tools, resources,
+// prompts and event types (the Events extension).
 //
 // Parse classifies and validates one message body; an Ingester applies a
 // whole events.SNSEvent to a notify.Store. Both are strict: a message is
@@ -65,7 +65,7 @@ type Message struct {
 	FromTopicARN bool
 
 	// A registry change (Type == TypeRegistry).
-	Registry string                     // notify.RegistryTools, RegistryResources or RegistryPrompts
+	Registry string                     // notify.RegistryTools, RegistryResources, RegistryPrompts or RegistryEvents
 	Op       string                     // notify.OpPut, OpDelete or OpReplace
 	Items    map[string]json.RawMessage // key (name or URI) -> canonical item JSON; empty only for replace
 }
@@ -77,13 +77,13 @@ type Message struct {
 // be one of
 //
 //	{"type":"event","topic":"orders","data":<any JSON>}
-//	{"type":"registry","registry":"tools|resources|prompts","op":"put|delete|replace","items":[...]}
+//	{"type":"registry","registry":"tools|resources|prompts|events","op":"put|delete|replace","items":[...]}
 //
 // Envelopes are strict: every member is required (data may be null, items
 // may be empty only for replace), unknown members and members named twice
 // are errors, and so is an unknown "type" (a producer whose own JSON has
 // a "type" member wraps it in an event envelope). Registry items are
-// validated by kind (see Prompt, Resource and Tool) and re-encoded in
+// validated by kind (see Prompt, Resource, Tool and Event) and re-encoded in
 // canonical form, so that equal content hashes equally however it was
 // written.
 //

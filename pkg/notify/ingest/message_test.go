@@ -121,6 +121,19 @@ func TestParseRegistry(t *testing.T) {
 		{"tools delete", `{"type":"registry","registry":"tools","op":"delete","items":[{"name":"session_info"}]}`,
 			&Message{Type: TypeRegistry, Registry: "tools", Op: "delete", Items: map[string]json.RawMessage{
 				"session_info": raw(`{"name":"session_info"}`)}}},
+		{"event type with only a name: every default", `{"type":"registry","registry":"events","op":"put","items":[{"name":"order.created"}]}`,
+			&Message{Type: TypeRegistry, Registry: "events", Op: "put", Items: map[string]json.RawMessage{
+				"order.created": raw(`{"name":"order.created","topic":"order.created","delivery":["poll","push","webhook"],"inputSchema":{"type":"object"},"payloadSchema":{"type":"object"}}`)}}},
+		{"event type in full: canonical delivery order, schema members sorted, numbers as written", `{"type":"registry","registry":"events","op":"put","items":[
+			{"payloadSchema":{"type":"object","properties":{"total":{"type":"number","maximum":1.50}}},"name":"order.created","topic":"orders",
+			 "description":"An order <placed>","delivery":["webhook","poll"],"inputSchema":{"required":["region"],"type":"object","properties":{"region":{"type":"string"}}}}]}`,
+			&Message{Type: TypeRegistry, Registry: "events", Op: "put", Items: map[string]json.RawMessage{
+				"order.created": raw(`{"name":"order.created","topic":"orders","description":"An order <placed>","delivery":["poll","webhook"],` +
+					`"inputSchema":{"properties":{"region":{"type":"string"}},"required":["region"],"type":"object"},` +
+					`"payloadSchema":{"properties":{"total":{"maximum":1.50,"type":"number"}},"type":"object"}}`)}}},
+		{"event type delete", `{"type":"registry","registry":"events","op":"delete","items":[{"name":"order.created"}]}`,
+			&Message{Type: TypeRegistry, Registry: "events", Op: "delete", Items: map[string]json.RawMessage{
+				"order.created": raw(`{"name":"order.created","topic":"order.created","delivery":["poll","push","webhook"],"inputSchema":{"type":"object"},"payloadSchema":{"type":"object"}}`)}}},
 		{"replace with no items clears", `{"type":"registry","registry":"prompts","op":"replace","items":[]}`,
 			&Message{Type: TypeRegistry, Registry: "prompts", Op: "replace", Items: map[string]json.RawMessage{}}},
 	} {
@@ -208,6 +221,24 @@ func TestParseErrors(t *testing.T) {
 		{"resource field in the wrong case", testARN, `{"type":"registry","registry":"resources","op":"put","items":[{"uri":"a:b","name":"n","mimetype":"text/plain"}]}`, "items[0].mimetype", nil, `did you mean "mimeType"`},
 		{"duplicate resource uri", testARN, `{"type":"registry","registry":"resources","op":"delete","items":[{"uri":"a:b"},{"uri":"a:b"}]}`, "items[1]", nil, "duplicate key"},
 		{"member twice in an item", testARN, `{"type":"registry","registry":"resources","op":"put","items":[{"uri":"a:b","name":"n","uri":"a:c"}]}`, "items[0].uri", nil, "twice"},
+
+		// Event types.
+		{"event type without name", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"topic":"orders"}]}`, "items[0].name", nil, "required"},
+		{"event type name with a space", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"order created"}]}`, "items[0].name", nil, "not a valid event type name"},
+		{"event type name too long", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"` + strings.Repeat("e", 129) + `"}]}`, "items[0].name", nil, "not a valid event type name"},
+		{"event type with a bad topic", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","topic":"a/b"}]}`, "items[0].topic", nil, "not a valid topic name"},
+		{"event type with an unknown delivery mode", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","delivery":["poll","sse"]}]}`, "items[0].delivery[1]", nil, `unknown delivery mode "sse"`},
+		{"event type with a delivery mode twice", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","delivery":["poll","poll"]}]}`, "items[0].delivery[1]", nil, "named twice"},
+		{"event type with no delivery mode", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","delivery":[]}]}`, "items[0].delivery", nil, "empty"},
+		{"event type delivery not an array", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","delivery":"poll"}]}`, "items[0].delivery", nil, "want an array"},
+		{"event type schema not an object", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","inputSchema":true}]}`, "items[0].inputSchema", nil, "want a JSON Schema object"},
+		{"event type schema of another type", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","payloadSchema":{"type":"string"}}]}`, "items[0].payloadSchema", nil, `must be "object"`},
+		{"event type schema without a type", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","inputSchema":{"properties":{}}}]}`, "items[0].inputSchema", nil, `must be "object"`},
+		{"event type schema with a bad keyword value", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","inputSchema":{"type":"object","required":"a"}}]}`, "items[0].inputSchema", nil, "not a JSON Schema"},
+		{"event type schema with a remote ref", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","inputSchema":{"type":"object","properties":{"a":{"$ref":"https://example.com/s.json"}}}}]}`, "items[0].inputSchema", nil, "not a usable JSON Schema"},
+		{"event type schema nested too deep", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","inputSchema":{"type":"object","x":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}}]}`, "items[0].inputSchema", nil, "nests 41 deep"},
+		{"event type unknown field", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","schema":{}}]}`, "items[0].schema", nil, "unknown field (known: delivery, description, inputSchema, name, payloadSchema, topic)"},
+		{"event type field in the wrong case", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","inputschema":{}}]}`, "items[0].inputschema", nil, `did you mean "inputSchema"`},
 
 		// Prompts.
 		{"prompt without name", testARN, `{"type":"registry","registry":"prompts","op":"put","items":[{"title":"t"}]}`, "items[0].name", nil, "required"},

@@ -67,7 +67,7 @@ func parseRegistry(members []member, tools []string) (*Message, error) {
 	case kind == nil:
 		return nil, invalidf("registry", "required")
 	case !notify.ValidRegistry(*kind):
-		return nil, invalidf("registry", `unknown registry %s (want "tools", "resources" or "prompts")`, quote(*kind))
+		return nil, invalidf("registry", `unknown registry %s (want "tools", "resources", "prompts" or "events")`, quote(*kind))
 	case op == nil:
 		return nil, invalidf("op", "required")
 	}
@@ -93,6 +93,8 @@ func parseRegistry(members []member, tools []string) (*Message, error) {
 		parse = parsePrompt
 	case notify.RegistryResources:
 		parse = parseResource
+	case notify.RegistryEvents:
+		parse = parseEventItem
 	default:
 		parse = func(members []member, path, op string) (string, any, error) {
 			return parseTool(members, path, tools)

@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS sessions (
 	delivered           INTEGER NOT NULL,
 	notified_tools      TEXT, -- last notified hash per registry; NULL when never set
 	notified_resources  TEXT,
-	notified_prompts    TEXT
+	notified_prompts    TEXT,
+	notified_events     TEXT -- schema version 3
 );
 CREATE INDEX IF NOT EXISTS sessions_expires_at ON sessions (expires_at);
 
@@ -133,6 +134,7 @@ type statements struct {
 	readTopicEvents *sql.Stmt
 	topics          *sql.Stmt
 	getRegistry     *sql.Stmt
+	topicHead       *sql.Stmt
 	registryHashes  *sql.Stmt
 
 	// Writes.
@@ -180,7 +182,7 @@ func prepare(w, r *sql.DB) (*statements, error) {
 		{&st.getSession, r, `
 			SELECT principal, protocol_version, client_info, client_capabilities, log_level,
 				initialized, created_at, expires_at, version, delivered,
-				notified_tools, notified_resources, notified_prompts,
+				notified_tools, notified_resources, notified_prompts, notified_events,
 				(SELECT json_group_array(uri) FROM subscriptions WHERE session_id = ?1),
 				COALESCE((SELECT last_seq FROM streams WHERE session_id = ?1 AND stream_id = ?3), 0)
 			FROM sessions WHERE id = ?1 AND expires_at > ?2`},
@@ -206,24 +208,25 @@ func prepare(w, r *sql.DB) (*statements, error) {
 			ORDER BY seq LIMIT ?4`},
 		{&st.topics, r, `SELECT name, last_seq, updated_at FROM topics ORDER BY name`},
 		{&st.getRegistry, r, `SELECT hash, items FROM registries WHERE kind = ?1`},
+		{&st.topicHead, r, `SELECT last_seq FROM topics WHERE name = ?1`},
 		{&st.registryHashes, r, `SELECT kind, hash FROM registries`},
 
 		{&st.sessionExpiresAt, w, `SELECT expires_at FROM sessions WHERE id = ?1`},
 		{&st.liveSession, w, `
-			SELECT version, notified_tools, notified_resources, notified_prompts
+			SELECT version, notified_tools, notified_resources, notified_prompts, notified_events
 			FROM sessions WHERE id = ?1 AND expires_at > ?2`},
 		{&st.liveProfile, w, `
 			SELECT principal, protocol_version, client_info, client_capabilities, log_level,
 				initialized, created_at, expires_at, version, delivered,
-				notified_tools, notified_resources, notified_prompts
+				notified_tools, notified_resources, notified_prompts, notified_events
 			FROM sessions WHERE id = ?1 AND expires_at > ?2`},
 		{&st.subscriptionAt, w, `SELECT position, since FROM subscriptions WHERE session_id = ?1 AND uri = ?2`},
 		{&st.setSubscriptionAt, w, `UPDATE subscriptions SET position = ?3 WHERE session_id = ?1 AND uri = ?2`},
 		{&st.insertSession, w, `
 			INSERT INTO sessions (id, principal, protocol_version, client_info, client_capabilities,
 				log_level, initialized, created_at, expires_at, version, delivered,
-				notified_tools, notified_resources, notified_prompts)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)`},
+				notified_tools, notified_resources, notified_prompts, notified_events)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)`},
 		{&st.updateSession, w, `
 			UPDATE sessions SET protocol_version = ?2, client_info = ?3, client_capabilities = ?4,
 				log_level = ?5, initialized = ?6, expires_at = ?7, version = version + 1
@@ -234,7 +237,8 @@ func prepare(w, r *sql.DB) (*statements, error) {
 			UPDATE sessions SET
 				notified_tools = CASE ?2 WHEN 'tools' THEN ?3 ELSE notified_tools END,
 				notified_resources = CASE ?2 WHEN 'resources' THEN ?3 ELSE notified_resources END,
-				notified_prompts = CASE ?2 WHEN 'prompts' THEN ?3 ELSE notified_prompts END
+				notified_prompts = CASE ?2 WHEN 'prompts' THEN ?3 ELSE notified_prompts END,
+				notified_events = CASE ?2 WHEN 'events' THEN ?3 ELSE notified_events END
 			WHERE id = ?1`},
 		{&st.insertSubscription, w, `INSERT OR IGNORE INTO subscriptions (session_id, uri, since) VALUES (?1, ?2, ?3)`},
 		{&st.deleteSubscription, w, `DELETE FROM subscriptions WHERE session_id = ?1 AND uri = ?2`},

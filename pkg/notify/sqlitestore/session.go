@@ -52,7 +52,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 			sess.ID, sess.Principal, sess.ProtocolVersion, nullBytes(sess.ClientInfo),
 			nullBytes(sess.ClientCapabilities), sess.LogLevel, sess.Initialized,
 			toNanos(sess.CreatedAt), toNanos(sess.ExpiresAt), sess.Version, sess.Delivered,
-			hashes[0], hashes[1], hashes[2],
+			hashes[0], hashes[1], hashes[2], hashes[3],
 		); err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (_ *notify.Session, e
 	err = s.st.getSession.QueryRowContext(ctx, id, toNanos(s.now()), notify.SessionStream).Scan(
 		&sess.Principal, &sess.ProtocolVersion, (*[]byte)(&sess.ClientInfo), (*[]byte)(&sess.ClientCapabilities),
 		&sess.LogLevel, &sess.Initialized, &createdAt, &expiresAt, &sess.Version,
-		&sess.Delivered, &hashes[0], &hashes[1], &hashes[2], &subs, &sess.StreamHead)
+		&sess.Delivered, &hashes[0], &hashes[1], &hashes[2], &hashes[3], &subs, &sess.StreamHead)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notify.ErrNotFound
 	}
@@ -183,7 +183,7 @@ func (s *Store) deleteSessionRows(ctx context.Context, tx *sql.Tx, id string) er
 // liveSession returns the version and the notified hashes of a live
 // session, or notify.ErrNotFound.
 func (s *Store) liveSession(ctx context.Context, tx *sql.Tx, id string, now int64) (version int64, hashes notifiedHashes, err error) {
-	err = tx.StmtContext(ctx, s.st.liveSession).QueryRowContext(ctx, id, now).Scan(&version, &hashes[0], &hashes[1], &hashes[2])
+	err = tx.StmtContext(ctx, s.st.liveSession).QueryRowContext(ctx, id, now).Scan(&version, &hashes[0], &hashes[1], &hashes[2], &hashes[3])
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, hashes, notify.ErrNotFound
 	}
@@ -290,11 +290,11 @@ func (s *Store) GetMessage(ctx context.Context, sessionID, key string) (_ []byte
 
 // registryKinds are the registry kinds in the order of the sessions
 // table's notified_* columns and of notifiedHashes.
-var registryKinds = [3]string{notify.RegistryTools, notify.RegistryResources, notify.RegistryPrompts}
+var registryKinds = [4]string{notify.RegistryTools, notify.RegistryResources, notify.RegistryPrompts, notify.RegistryEvents}
 
 // notifiedHashes are a session's notified_* columns; NULL (not Valid)
 // when never set.
-type notifiedHashes [3]sql.NullString
+type notifiedHashes [4]sql.NullString
 
 func notifiedFromMap(m map[string]string) notifiedHashes {
 	var n notifiedHashes
@@ -308,7 +308,7 @@ func notifiedFromMap(m map[string]string) notifiedHashes {
 
 // toMap returns the hashes as Session.NotifiedHashes: never nil.
 func (n *notifiedHashes) toMap() map[string]string {
-	m := make(map[string]string, 3)
+	m := make(map[string]string, len(n))
 	for i, h := range n {
 		if h.Valid {
 			m[registryKinds[i]] = h.String

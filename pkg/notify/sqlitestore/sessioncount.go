@@ -79,7 +79,7 @@ var _ notify.ProfileLister = (*Store)(nil)
 // empty), by id, up to ?3.
 const principalProfiles = `SELECT id, principal, protocol_version, client_info, client_capabilities, log_level,
 		initialized, created_at, expires_at, version, delivered,
-		notified_tools, notified_resources, notified_prompts
+		notified_tools, notified_resources, notified_prompts, notified_events
 	FROM sessions WHERE principal = ?1 AND expires_at > ?2
 		AND (?4 = '' OR instr(CAST(client_info AS TEXT), ?4) > 0)
 	ORDER BY id LIMIT ?3`
@@ -105,7 +105,7 @@ func (s *Store) PrincipalProfiles(ctx context.Context, principal string, match [
 		)
 		if err := rows.Scan(&sess.ID, &sess.Principal, &sess.ProtocolVersion, (*[]byte)(&sess.ClientInfo), (*[]byte)(&sess.ClientCapabilities),
 			&sess.LogLevel, &sess.Initialized, &createdAt, &expiresAt, &sess.Version,
-			&sess.Delivered, &hashes[0], &hashes[1], &hashes[2]); err != nil {
+			&sess.Delivered, &hashes[0], &hashes[1], &hashes[2], &hashes[3]); err != nil {
 			return nil, err
 		}
 		sess.CreatedAt, sess.ExpiresAt = fromNanos(createdAt), fromNanos(expiresAt)

@@ -46,7 +46,7 @@ const (
 	pruneBatch    = 500
 
 	// schemaVersion is stored in PRAGMA user_version.
-	schemaVersion = 2
+	schemaVersion = 3
 )
 
 // Options configures a Store: notify.StoreOptions, the options every store
@@ -208,6 +208,13 @@ func (s *Store) tryInitSchema(ctx context.Context) error {
 				if _, err := tx.ExecContext(ctx, `ALTER TABLE subscriptions ADD COLUMN `+col+` INTEGER NOT NULL DEFAULT 0`); err != nil {
 					return fmt.Errorf("upgrading the schema from version 1: %w", err)
 				}
+			}
+		}
+		if v >= 1 && v < 3 {
+			// Version 3 keeps the last notified hash of the events
+			// registry.
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE sessions ADD COLUMN notified_events TEXT`); err != nil {
+				return fmt.Errorf("upgrading the schema from version %d: %w", v, err)
 			}
 		}
 		if _, err := tx.ExecContext(ctx, schema); err != nil {

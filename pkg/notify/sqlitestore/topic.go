@@ -111,3 +111,18 @@ func (s *Store) Topics(ctx context.Context) (_ []notify.Topic, err error) {
 	}
 	return topics, rows.Err()
 }
+
+// TopicHead implements notify.TopicHeads with one SELECT.
+func (s *Store) TopicHead(ctx context.Context, topic string) (last int64, err error) {
+	defer wrap(&err, "sqlitestore: TopicHead(%q)", topic)
+	if err := notify.CheckTopicRead(topic, 1); err != nil {
+		return 0, err
+	}
+	err = s.st.topicHead.QueryRowContext(ctx, topic).Scan(&last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return last, err
+}
+
+var _ notify.TopicHeads = (*Store)(nil)

@@ -148,6 +148,12 @@ func testAppendNotifiedHash(t *testing.T, s *suite) {
 			map[string]string{notify.RegistryTools: "h1", notify.RegistryPrompts: "p1", notify.RegistryResources: "r1"}},
 		{"back to an earlier hash", "tools h0", cas(notify.RegistryTools, "h1", "h0"), 4, true,
 			map[string]string{notify.RegistryTools: "h0", notify.RegistryPrompts: "p1", notify.RegistryResources: "r1"}},
+		{"events never set", "events e1", cas(notify.RegistryEvents, "", "e1"), 5, true,
+			map[string]string{notify.RegistryTools: "h0", notify.RegistryPrompts: "p1", notify.RegistryResources: "r1", notify.RegistryEvents: "e1"}},
+		{"events mismatch", "x", cas(notify.RegistryEvents, "e0", "e2"), 0, false,
+			map[string]string{notify.RegistryTools: "h0", notify.RegistryPrompts: "p1", notify.RegistryResources: "r1", notify.RegistryEvents: "e1"}},
+		{"events match", "events e2", cas(notify.RegistryEvents, "e1", "e2"), 6, true,
+			map[string]string{notify.RegistryTools: "h0", notify.RegistryPrompts: "p1", notify.RegistryResources: "r1", notify.RegistryEvents: "e2"}},
 	}
 	for _, c := range steps {
 		seq, ok, err := st.Append(ctx, "s1", "get", bytesOf(c.data), c.opts)
@@ -158,15 +164,15 @@ func testAppendNotifiedHash(t *testing.T, s *suite) {
 			t.Errorf("%s: NotifiedHashes mismatch (-want +got):\n%s", c.name, diff)
 		}
 	}
-	want := events(1, "tools h1", "prompts p1", "resources r1", "tools h0")
+	want := events(1, "tools h1", "prompts p1", "resources r1", "tools h0", "events e1", "events e2")
 	if diff := cmp.Diff(want, readEvents(t, st, "s1", "get", 0, 100), cmpOpts); diff != "" {
 		t.Errorf("ReadEvents mismatch (-want +got):\n%s", diff)
 	}
 
 	// A batch under a condition is appended whole.
 	seq, ok, err := st.Append(ctx, "s1", "get", bytesOf("b1", "b2", "b3"), cas(notify.RegistryTools, "h0", "h3"))
-	if err != nil || !ok || seq != 7 {
-		t.Errorf("Append(batch of 3, matching hash) = %d, %t, %v; want 7, true, nil", seq, ok, err)
+	if err != nil || !ok || seq != 9 {
+		t.Errorf("Append(batch of 3, matching hash) = %d, %t, %v; want 9, true, nil", seq, ok, err)
 	}
 }
 

@@ -126,10 +126,25 @@ func testRegistryKinds(t *testing.T, s *suite) {
 		notify.RegistryTools:   notify.HashItems(tools),
 		notify.RegistryPrompts: notify.HashItems(prompts),
 	})
+	// The events registry (the Events extension's event types) is a
+	// fourth kind like the others.
+	events := items{"order.created": json.RawMessage(`{"name":"order.created","topic":"orders","delivery":["poll"],"inputSchema":{"type":"object"},"payloadSchema":{"type":"object"}}`)}
+	if _, ok, err := st.ApplyRegistry(ctx, notify.RegistryEvents, notify.OpPut, events, "t1"); err != nil || !ok {
+		t.Fatalf("ApplyRegistry(events) with the message id of a tools change: %t, %v (message ids count per kind)", ok, err)
+	}
+	if _, ok, err := st.ApplyRegistry(ctx, notify.RegistryEvents, notify.OpPut, events, "t1"); err != nil || ok {
+		t.Fatalf("ApplyRegistry(events) again: %t, %v; want a duplicate", ok, err)
+	}
+	checkHashes(t, st, "after events", map[string]string{
+		notify.RegistryTools:   notify.HashItems(tools),
+		notify.RegistryPrompts: notify.HashItems(prompts),
+		notify.RegistryEvents:  notify.HashItems(events),
+	})
 	for kind, want := range map[string]items{
 		notify.RegistryTools:     tools,
 		notify.RegistryPrompts:   prompts,
 		notify.RegistryResources: nil,
+		notify.RegistryEvents:    events,
 	} {
 		reg, err := st.GetRegistry(ctx, kind)
 		if err != nil {

@@ -30,7 +30,7 @@ func testSession(t *testing.T, s *suite) {
 		CreatedAt:          n,
 		ExpiresAt:          n.Add(time.Hour),
 		Subscriptions:      []string{"file:///c", "file:///a", "events://orders"},
-		NotifiedHashes:     map[string]string{notify.RegistryTools: "t1", notify.RegistryPrompts: "p1"},
+		NotifiedHashes:     map[string]string{notify.RegistryTools: "t1", notify.RegistryPrompts: "p1", notify.RegistryEvents: "e1"},
 		Delivered:          7,
 	}
 	if err := st.CreateSession(ctx, sess); err != nil {

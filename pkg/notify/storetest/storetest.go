@@ -71,6 +71,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"Mailbox", testMailbox},
 		{"Subscriptions", testSubscriptions},
 		{"TopicEvents", testTopicEvents},
+		{"TopicHead", testTopicHead},
 		{"Registry", testRegistry},
 		{"RegistryKinds", testRegistryKinds},
 		{"Invalid", testInvalid},

@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -85,5 +87,32 @@ func testTopicEvents(t *testing.T, s *suite) {
 		if tp.UpdatedAt.IsZero() {
 			t.Errorf("Topics: %s has a zero UpdatedAt", tp.Name)
 		}
+	}
+}
+
+// testTopicHead: TopicHead reports a topic's last sequence number, 0 for
+// a topic without events, on any Store of the database; an empty topic
+// is invalid.
+func testTopicHead(t *testing.T, s *suite) {
+	st, a, b := storesAs[notify.TopicHeads](t, s)
+	ctx := t.Context()
+	if n, err := a.TopicHead(ctx, "none"); err != nil || n != 0 {
+		t.Errorf("TopicHead(no events) = %d, %v; want 0, nil", n, err)
+	}
+	for i := range 3 {
+		if _, _, err := st.AppendTopicEvent(ctx, "orders", fmt.Sprintf("m%d", i), now(), json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := st.AppendTopicEvent(ctx, "orders", "m0", now(), json.RawMessage(`{}`)); err != nil { // a duplicate
+		t.Fatal(err)
+	}
+	for _, h := range []notify.TopicHeads{a, b} {
+		if n, err := h.TopicHead(ctx, "orders"); err != nil || n != 3 {
+			t.Errorf("TopicHead(orders) = %d, %v; want 3, nil", n, err)
+		}
+	}
+	if _, err := a.TopicHead(ctx, ""); !errors.Is(err, notify.ErrInvalid) {
+		t.Errorf("TopicHead(\"\") = %v, want ErrInvalid", err)
 	}
 }
