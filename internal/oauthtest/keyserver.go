@@ -153,8 +153,17 @@ func (s *KeyServer) MaxJWKSInFlight() int { return int(s.maxInFlight.Load()) }
 // Mint signs claims with the server's key (ES256, kid KeyID).
 func (s *KeyServer) Mint(t testing.TB, claims jwt.MapClaims) string {
 	t.Helper()
+	return s.MintHeader(t, nil, claims)
+}
+
+// MintHeader is Mint with further JOSE header parameters.
+func (s *KeyServer) MintHeader(t testing.TB, header map[string]any, claims jwt.MapClaims) string {
+	t.Helper()
 	tok := jwt.NewWithClaims(jwt.SigningMethodES256, claims)
 	tok.Header["kid"] = KeyID
+	for k, v := range header {
+		tok.Header[k] = v
+	}
 	str, err := tok.SignedString(s.key)
 	if err != nil {
 		t.Fatal(err)

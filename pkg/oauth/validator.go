@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -123,6 +124,29 @@ func (c *Claims) Scopes() []string { return append(append([]string(nil), c.Scope
 // never contains "#" (RFC 8414 forbids a fragment), so the two parts
 // cannot be confused.
 func (c *Claims) Principal() string { return c.Issuer + "#" + c.Subject }
+
+// UnmarshalJSON decodes the claims, refusing an "exp", "nbf" or "iat"
+// that is not a JSON number (RFC 7519 §2: a NumericDate is a number; a
+// numeric string is not one).
+func (c *Claims) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		if v, ok := raw[name]; ok && !isNumber(v) {
+			return fmt.Errorf("claim %q is not a number", name)
+		}
+	}
+	type plain Claims // without this method
+	return json.Unmarshal(b, (*plain)(c))
+}
+
+// isNumber reports whether v is a JSON number.
+func isNumber(v json.RawMessage) bool {
+	v = bytes.TrimSpace(v)
+	return len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9')
+}
 
 // scopes unmarshals from a space-separated string or an array.
 type scopes []string
@@ -334,6 +358,12 @@ func (v *Validator) checkAudience(c *Claims, resource string) error {
 // key finds the verification key of t in the authorization server's
 // JWKS.
 func (v *Validator) key(ctx context.Context, t *jwt.Token) (any, error) {
+	if crit, ok := t.Header["crit"]; ok {
+		// RFC 7515 §4.1.11: a recipient must refuse a token whose
+		// critical extensions it does not understand; this one
+		// understands none.
+		return nil, fmt.Errorf("critical header parameters %v are not understood", crit)
+	}
 	alg := t.Method.Alg()
 	kid, _ := t.Header["kid"].(string)
 	k, found, err := v.keys.lookup(ctx, kid)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -315,5 +316,51 @@ func TestChallengeBounded(t *testing.T) {
 	h := e.WWWAuthenticate()
 	if len(h) > 600 || strings.Count(h, `"`) != 8 || strings.Contains(h, `\`) {
 		t.Errorf("challenge (%d bytes): %s", len(h), h)
+	}
+}
+
+// TestTokenShape: a JWS with a "crit" header is refused (no critical
+// extension is understood), and "exp", "nbf" and "iat" must be JSON
+// numbers: a numeric string is refused. Against oauthtest.KeyServer, a
+// real local authorization server; the same token with a numeric exp is
+// valid.
+func TestTokenShape(t *testing.T) {
+	as := oauthtest.NewKeyServer(t)
+	v, err := oauth.New(&oauth.Options{Issuer: as.Issuer, Resource: resource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	claims := func(mod func(jwt.MapClaims)) jwt.MapClaims {
+		m := jwt.MapClaims{"iss": as.Issuer, "sub": "mallory", "aud": resource, "iat": now.Unix(), "nbf": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+		if mod != nil {
+			mod(m)
+		}
+		return m
+	}
+	ctx := context.Background()
+	if _, err := v.Validate(ctx, as.Mint(t, claims(nil)), ""); err != nil {
+		t.Fatalf("valid token: %v", err)
+	}
+	for _, tc := range []struct {
+		name   string
+		header map[string]any
+		claims jwt.MapClaims
+		want   string
+	}{
+		{"crit naming an extension", map[string]any{"crit": []string{"exp"}, "exp": now.Unix()}, claims(nil), "critical"},
+		{"crit empty", map[string]any{"crit": []string{}}, claims(nil), "critical"},
+		{"exp a numeric string", nil, claims(func(m jwt.MapClaims) { m["exp"] = strconv.FormatInt(now.Add(time.Hour).Unix(), 10) }), `"exp" is not a number`},
+		{"nbf a numeric string", nil, claims(func(m jwt.MapClaims) { m["nbf"] = strconv.FormatInt(now.Unix(), 10) }), `"nbf" is not a number`},
+		{"iat a numeric string", nil, claims(func(m jwt.MapClaims) { m["iat"] = strconv.FormatInt(now.Unix(), 10) }), `"iat" is not a number`},
+		{"exp null", nil, claims(func(m jwt.MapClaims) { m["exp"] = nil }), `"exp" is not a number`},
+		{"exp an object", nil, claims(func(m jwt.MapClaims) { m["exp"] = map[string]any{"n": 1} }), `"exp" is not a number`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := v.Validate(ctx, as.MintHeader(t, tc.header, tc.claims), "")
+			if !errors.Is(err, mcp.ErrUnauthorized) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want ErrUnauthorized (%s)", err, tc.want)
+			}
+		})
 	}
 }
