@@ -184,6 +184,15 @@ type Stream struct {
 	rec      Record
 	opened   chan struct{}
 	openOnce sync.Once
+	c        *http.Client // nil: client
+}
+
+// http is the client of s's requests.
+func (s *Stream) http() *http.Client {
+	if s.c != nil {
+		return s.c
+	}
+	return client
 }
 
 // Record is what a stream got so far.
@@ -216,6 +225,9 @@ type OpenOptions struct {
 	Era2025    func(i int) bool // whether stream i is a 2025-11-25 GET stream (else a 2026-07-28 listen stream)
 	Concurrent int              // streams opening at a time
 	Relisten   bool             // listen again when the server ends a listen stream; otherwise that is an error
+	// ConnPerRequest sends every request on a connection of its own, as a
+	// plain client without keep-alive does.
+	ConnPerRequest bool
 }
 
 // Open opens the streams of o in this process. They run until ctx ends;
@@ -226,6 +238,9 @@ func Open(ctx context.Context, errf func(format string, args ...any), o OpenOpti
 	sem := make(chan struct{}, o.Concurrent)
 	for i := range streams {
 		s := &Stream{opened: make(chan struct{})}
+		if o.ConnPerRequest {
+			s.c = plainClient
+		}
 		streams[i] = s
 		url := o.URLs[i%len(o.URLs)]
 		wg.Go(func() {
@@ -273,6 +288,9 @@ func eraOf(era string) func(i int) bool {
 }
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
+
+// plainClient opens a connection per request (OpenOptions.ConnPerRequest).
+var plainClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}}
 
 func run() int {
 	RaiseFileLimit()
@@ -405,7 +423,7 @@ func (s *Stream) readSSE(resp *http.Response) string {
 	return last
 }
 
-func post(ctx context.Context, url, sid, body string) error {
+func (s *Stream) post(ctx context.Context, url, sid, body string) error {
 	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -413,7 +431,7 @@ func post(ctx context.Context, url, sid, body string) error {
 		req.Header.Set("Mcp-Session-Id", sid)
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	}
-	resp, err := client.Do(req)
+	resp, err := s.http().Do(req)
 	if err != nil {
 		return err
 	}
@@ -431,7 +449,7 @@ func (s *Stream) getStream(ctx context.Context, errf func(string, ...any), url, 
 	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"heldclients","version":"1"}}}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := client.Do(req)
+	resp, err := s.http().Do(req)
 	if err != nil {
 		errf("initialize: %v", err)
 		return
@@ -445,7 +463,7 @@ func (s *Stream) getStream(ctx context.Context, errf func(string, ...any), url, 
 	}
 	for _, body := range []string{`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 		`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"` + uri + `"}}`} {
-		if err := post(ctx, url, sid, body); err != nil {
+		if err := s.post(ctx, url, sid, body); err != nil {
 			errf("%v", err)
 			return
 		}
@@ -459,7 +477,7 @@ func (s *Stream) getStream(ctx context.Context, errf func(string, ...any), url, 
 		if last != "" {
 			req.Header.Set("Last-Event-ID", last)
 		}
-		resp, err := client.Do(req)
+		resp, err := s.http().Do(req)
 		if err != nil {
 			if ctx.Err() == nil {
 				errf("GET stream: %v", err)
@@ -494,7 +512,7 @@ func (s *Stream) listen(ctx context.Context, errf func(string, ...any), url, uri
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 		req.Header.Set("Mcp-Method", "subscriptions/listen")
-		resp, err := client.Do(req)
+		resp, err := s.http().Do(req)
 		if err != nil {
 			if ctx.Err() == nil {
 				errf("listen: %v", err)

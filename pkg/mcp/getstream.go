@@ -106,7 +106,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 	if resumable {
 		id := eventID(stream, after)
 		if stream == getStream {
-			id = getEventID(after, mine, time.Now().UnixNano())
+			id = getEventID(after, mine, h.srv.opts.Now().UnixNano())
 		}
 		if sse.prime(id, h.opts.RetryInterval) != nil {
 			return
@@ -120,179 +120,120 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 	if stream == getStream && resumable && h.opts.StreamHold >= 0 {
 		hold, idle = h.opts.StreamHold, resume
 	}
-	h.pump(ctx, sse, ss, stream, after, mine, hold, idle)
+	src := &getSource{h: h, ss: ss, stream: stream, after: after, mine: mine, fresh: true}
+	hs := &heldStream{h: h, sse: sse, src: src, hold: hold, endIdle: hold >= 0, startIdle: idle, hooks: h.heldHooks}
+	if stream == getStream {
+		hs.session = ss.ID()
+	}
+	hs.run(ctx)
 }
 
-// pump copies a stream's log to the client until the client leaves, the
-// stream is taken over or finished, the session ends, or the stream must
-// close (then with "retry:"): before a deadline, or, when hold >= 0, once
-// hold has passed since the stream started (unless it starts idle) or
-// last sent a message.
+// getSource is the heldSource of a GET stream and of a resumed POST
+// response stream: it copies the stream's log to the client until the
+// stream is taken over (GET) or its response is written (POST). A GET
+// stream records what it wrote (MarkDelivered), so that the stream that
+// takes it over delivers from there.
 //
 // A GET stream reads its log when it starts, when the watcher wakes it
 // (the change feed names its session, or the registries changed: see
 // watch.go) and once per idleCheck; each read is one GetSession (which
 // reports the log's head), plus a ReadEvents only when there is
 // something new; a registry change is noticed from this process's cached
-// registry hashes. Without a watcher, and for a resumed POST stream, it
-// polls every PollInterval instead.
-func (h *StreamableHandler) pump(ctx context.Context, sse *sseWriter, ss *ServerSession, stream string, after, mine int64, hold time.Duration, idle bool) {
-	store := h.srv.store
-	var deadline <-chan time.Time
-	if d, ok := h.streamDeadline(ctx); ok {
-		t := time.NewTimer(time.Until(d))
-		defer t.Stop()
-		deadline = t.C
+// registry hashes. A resumed POST stream polls every PollInterval.
+type getSource struct {
+	h      *StreamableHandler
+	ss     *ServerSession
+	stream string
+	after  int64 // the last sequence number read
+	mine   int64 // the stream's own takeover record (GET), or -1
+	fresh  bool  // ss's state was just read: the first read need not
+	// written is the last sequence number written, marked the last one
+	// recorded with MarkDelivered.
+	written, marked int64
+}
+
+func (g *getSource) read(ctx context.Context, age time.Duration) (heldBatch, error) {
+	var (
+		evs []notify.Event
+		err error
+	)
+	if g.stream == getStream {
+		evs, err = g.h.srv.pollGetLog(ctx, g.ss, g.after, g.fresh, age)
+	} else {
+		evs, err = g.h.srv.store.ReadEvents(ctx, g.ss.ID(), g.stream, g.after, readBatch)
 	}
-	// A GET stream registers with the watcher once it is about to wait
-	// (an idle reconnection that ends after its one check never does),
-	// and then reads once more: nothing between its last read and the
-	// registration is missed.
-	var wake <-chan struct{}
-	sw, watching := &streamWatch{}, stream != getStream
-	defer func() { sw.stop() }()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	lastWrite := time.Now()
-	lastPoll := time.Now()
-	active := time.Now() // when the stream last sent a message (or started)
-	if idle {
-		active = active.Add(-hold)
+	g.fresh = false
+	if err != nil && (ctx.Err() != nil || errors.Is(err, notify.ErrNotFound)) {
+		return heldBatch{}, err
 	}
-	// Record what this stream wrote on every way out, even when the
-	// client has gone (ctx is cancelled then).
-	var written, marked int64
-	mark := func() {
-		if stream != getStream || written <= marked {
-			return
+	if g.stream == getStream {
+		for _, ev := range evs {
+			if ev.Seq > g.mine && bytes.Equal(ev.Data, takeover) {
+				// A newer GET stream took over. It delivers from what
+				// this one recorded: write nothing more.
+				return heldBatch{end: true}, nil
+			}
 		}
-		if err := store.MarkDelivered(context.WithoutCancel(ctx), ss.ID(), written); err != nil {
-			h.srv.log.WarnContext(ctx, "marking delivered", "session", ss.ID(), "err", err)
-			return
-		}
-		marked = written
 	}
-	defer mark()
-	first := true // the session state is fresh: serveGET just read it
-	poll := true
-	var retry readRetry
-	for {
-		if poll {
-			var (
-				evs []notify.Event
-				err error
-			)
-			if stream == getStream {
-				age := h.srv.opts.RegistryRefresh
-				if first && idle {
-					age = max(age, idleRegistryAge) // an idle reconnection's one check
-				}
-				evs, err = h.srv.pollGetLog(ctx, ss, after, first, age)
-			} else {
-				evs, err = store.ReadEvents(ctx, ss.ID(), stream, after, readBatch)
-			}
-			first = false
-			lastPoll = time.Now()
-			if err != nil {
-				if ctx.Err() != nil || errors.Is(err, notify.ErrNotFound) {
-					return // the client left, or the session was deleted
-				}
-				h.srv.log.WarnContext(ctx, "reading stream log", "session", ss.ID(), "stream", stream, "err", err)
-				retry.failed(h.srv.opts.PollInterval)
-			} else {
-				retry.succeeded()
-			}
-			if stream == getStream {
-				for _, ev := range evs {
-					if ev.Seq > mine && bytes.Equal(ev.Data, takeover) {
-						// A newer GET stream took over. It delivers from what
-						// this one recorded: write nothing more.
-						return
-					}
-				}
-			}
-			for _, ev := range evs {
-				after = ev.Seq
-				if isControl(ev.Data) {
-					continue
-				}
-				id := eventID(stream, ev.Seq)
-				if stream == getStream && ev.Seq < mine {
-					// Delivered before this stream's own takeover record:
-					// tag the id, so that a stream resumed from it does not
-					// yield to that record.
-					id = getEventID(ev.Seq, mine, 0)
-				}
-				if sse.event(id, ev.Data) != nil {
-					return
-				}
-				lastWrite = time.Now()
-				active = lastWrite
-				sw.busy(active.Add(hold))
-				written = ev.Seq
-				if stream != getStream && isResponse(ev.Data) {
-					return // the request's stream is complete
-				}
-			}
-			mark()
-			if len(evs) == readBatch {
-				continue
-			}
-			// Amortised: writes only when half the idle timeout has passed.
-			h.srv.touch(ctx, ss)
+	b := heldBatch{more: len(evs) == readBatch}
+	for _, ev := range evs {
+		g.after = ev.Seq
+		if isControl(ev.Data) {
+			continue
 		}
-		if hold >= 0 && time.Since(active) >= hold {
-			// Idle: end the stream; the client comes back after the retry
-			// interval, from where the log was read (past any control
-			// records), and its reconnection checks once.
-			sse.prime(getEventID(after, mine, time.Now().UnixNano()), h.opts.RetryInterval)
-			return
+		id := eventID(g.stream, ev.Seq)
+		if g.stream == getStream && ev.Seq < g.mine {
+			// Delivered before this stream's own takeover record: tag
+			// the id, so that a stream resumed from it does not yield to
+			// that record.
+			id = getEventID(ev.Seq, g.mine, 0)
 		}
-		if time.Since(lastWrite) >= h.opts.KeepAlive {
-			if sse.comment("keepalive") != nil {
-				return
-			}
-			lastWrite = time.Now()
+		b.msgs = append(b.msgs, heldMsg{id: id, data: ev.Data, seq: ev.Seq})
+		if g.stream != getStream && isResponse(ev.Data) {
+			b.end, b.more = true, false // the request's stream is complete
+			break
 		}
-		if !watching {
-			watching = true
-			sw = h.srv.watch(ctx, ss.ID(), hold < 0)
-			wake = sw.wake
-			sw.busy(active.Add(hold))
-			if wake != nil {
-				poll = true
-				continue
-			}
-		}
-		// Sleep until the next of: the keepalive, the end of the hold,
-		// the next poll (without a watcher) or own check (with one).
-		next := h.opts.KeepAlive - time.Since(lastWrite)
-		if hold >= 0 {
-			next = min(next, hold-time.Since(active))
-		}
-		if wake == nil {
-			next = min(next, h.srv.opts.PollInterval)
-		} else {
-			next = min(next, h.srv.idleCheckEvery()-time.Since(lastPoll))
-		}
-		if d, ok := retry.wait(); ok {
-			next = min(next, d)
-		}
-		timer.Reset(max(next, 0))
-		select {
-		case <-ctx.Done():
-			return
-		case <-h.closing:
-			sse.retry(h.opts.RetryInterval)
-			return
-		case <-deadline:
-			sse.retry(h.opts.RetryInterval)
-			return
-		case <-wake:
-			poll = true
-		case <-timer.C:
-			poll = wake == nil || time.Since(lastPoll) >= h.srv.idleCheckEvery() || retry.due()
-		}
+	}
+	return b, err
+}
+
+func (g *getSource) wrote(m heldMsg) { g.written = m.seq }
+
+func (g *getSource) delivered(ctx context.Context, more bool) {
+	g.mark(ctx)
+	if !more {
+		// Amortised: writes only when half the idle timeout has passed.
+		g.h.srv.touch(ctx, g.ss)
+	}
+}
+
+// mark records what the GET stream wrote, even when the client has gone
+// (ctx is cancelled then).
+func (g *getSource) mark(ctx context.Context) {
+	if g.stream != getStream || g.written <= g.marked {
+		return
+	}
+	if err := g.h.srv.store.MarkDelivered(context.WithoutCancel(ctx), g.ss.ID(), g.written); err != nil {
+		g.h.srv.log.WarnContext(ctx, "marking delivered", "session", g.ss.ID(), "err", err)
+		return
+	}
+	g.marked = g.written
+}
+
+func (g *getSource) upkeepIn(time.Time) time.Duration { return noUpkeep }
+
+func (g *getSource) upkeep(context.Context) {}
+
+func (g *getSource) finish(ctx context.Context, sse *sseWriter, why heldEnd) {
+	g.mark(ctx)
+	switch why {
+	case endIdle:
+		// The client comes back after the retry interval, from where the
+		// log was read (past any control records), and its reconnection
+		// checks once.
+		sse.prime(getEventID(g.after, g.mine, g.h.srv.opts.Now().UnixNano()), g.h.opts.RetryInterval)
+	case endDeadline:
+		sse.retry(g.h.opts.RetryInterval)
 	}
 }
 

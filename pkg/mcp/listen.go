@@ -563,17 +563,10 @@ func (l *listenStream) close(ctx context.Context) {
 }
 
 // serveListen serves subscriptions/listen over SSE: the acknowledgement,
-// then the opted-in notifications as they happen, until the client leaves
-// or cancels (no response), or the server shuts down or nears the
-// request's deadline (the empty listen result: the client listens again).
-//
-// The 2026-07-28 era cannot resume a listen stream, so it is held for as
-// long as the client listens (on Lambda, until the deadline). What an idle
-// one costs besides is its polling: for StreamHold after it opens or last
-// delivers, it polls every PollInterval; then every RetryInterval (the
-// delay after which an idle GET client reconnects, the same latency), with
-// the registry hashes trusted up to idleRegistryAge as an idle GET
-// reconnection does.
+// then the opted-in notifications as they happen (a heldStream with a
+// listenSource), until the client leaves or cancels (no response), or the
+// server shuts down or nears the request's deadline (the empty listen
+// result: the client listens again).
 func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) {
 	ctx := r.Context()
 	f, err := parseListenFilter(m.Params)
@@ -612,107 +605,61 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 	if sse.event("", l.ack()) != nil {
 		return
 	}
-	var deadline <-chan time.Time
-	if d, ok := h.streamDeadline(ctx); ok {
-		t := time.NewTimer(time.Until(d))
-		defer t.Stop()
-		deadline = t.C
+	// Registered before the first read (an adopted stream delivers what
+	// reached it while parked): no change between the two is missed.
+	hs := &heldStream{h: h, sse: sse, src: (*listenSource)(l), session: l.sess.ID(), hold: h.opts.StreamHold, watchFirst: true, hooks: h.heldHooks}
+	parked = hs.run(ctx) == endDeadline
+}
+
+// listenSource is the heldSource of a listen stream. The 2026-07-28 era
+// cannot resume a listen stream, so it is held for as long as the client
+// listens (on Lambda, until the deadline, where it is parked: see park).
+// What an idle one costs besides is its polling: without a watcher, for
+// StreamHold after it opens or last delivers, it polls every
+// PollInterval; then every RetryInterval (the delay after which an idle
+// GET client reconnects, the same latency), with the registry hashes
+// trusted up to idleRegistryAge as an idle GET reconnection does.
+type listenSource listenStream
+
+func (ls *listenSource) read(ctx context.Context, age time.Duration) (heldBatch, error) {
+	l := (*listenStream)(ls)
+	msgs, cancelled, more, err := l.next(ctx, age)
+	if err == nil {
+		// The backing session lives as long as the stream: extend its
+		// expiry (one write per half its ttl).
+		l.refresh(ctx)
 	}
-	// Registered before the first read: no change between the two is
-	// missed (see watch.go). Without a watcher the stream polls.
-	sw := h.srv.watch(ctx, l.sess.ID(), h.opts.StreamHold < 0)
-	defer sw.stop()
-	wake := sw.wake
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	lastWrite, lastActive, lastPoll := time.Now(), time.Now(), time.Now()
-	idle := func() bool { return h.opts.StreamHold >= 0 && time.Since(lastActive) >= h.opts.StreamHold }
-	sw.busy(lastActive.Add(h.opts.StreamHold))
-	poll := true // an adopted stream delivers what reached it while parked
-	var retry readRetry
-	for {
-		if poll {
-			age := h.srv.opts.RegistryRefresh
-			if idle() {
-				age = max(age, idleRegistryAge)
-			}
-			msgs, cancelled, more, err := l.next(ctx, age)
-			lastPoll = time.Now()
-			switch {
-			case err == nil:
-				retry.succeeded()
-				// The backing session lives as long as the stream: extend its
-				// expiry (one write per half its ttl).
-				l.refresh(ctx)
-			case ctx.Err() != nil:
-				return
-			case errors.Is(err, notify.ErrNotFound):
-				// The backing session is gone (expired, deleted): end with
-				// the empty result, and the client listens again.
-				sse.event("", l.result())
-				return
-			default:
-				h.srv.log.WarnContext(ctx, "reading listen stream", "err", err)
-				retry.failed(h.srv.opts.PollInterval)
-			}
-			for _, msg := range msgs {
-				if sse.event("", msg) != nil {
-					return
-				}
-				lastWrite, lastActive = time.Now(), time.Now()
-				sw.busy(lastActive.Add(h.opts.StreamHold))
-			}
-			if cancelled {
-				return // notifications/cancelled: no response
-			}
-			if more {
-				continue
-			}
-		}
-		if time.Since(lastWrite) >= h.opts.KeepAlive {
-			if sse.comment("keepalive") != nil {
-				return
-			}
-			lastWrite = time.Now()
-		}
-		next := h.opts.KeepAlive - time.Since(lastWrite)
-		switch {
-		case wake != nil:
-			// Woken by the watcher; by itself once per idleCheck, and
-			// when the backing session's refresh or a check of the
-			// leases of the tasks it names is due.
-			next = min(next, h.srv.idleCheckEvery()-time.Since(lastPoll), l.chores())
-		case idle():
-			// Every RetryInterval, or sooner when a keepalive is due.
-			next = min(next, max(h.srv.opts.PollInterval, h.opts.RetryInterval))
-		default:
-			next = min(next, h.srv.opts.PollInterval)
-		}
-		if d, ok := retry.wait(); ok {
-			next = min(next, d)
-		}
-		timer.Reset(max(next, 0))
-		select {
-		case <-ctx.Done():
-			return
-		case <-h.closing:
-			l.park(ctx)
-			parked = true
-			sse.event("", l.result())
-			return
-		case <-deadline:
-			l.park(ctx)
-			parked = true
-			sse.event("", l.result())
-			return
-		case <-wake:
-			poll = true
-		case <-timer.C:
-			poll = wake == nil || time.Since(lastPoll) >= h.srv.idleCheckEvery() || retry.due()
-			if !poll {
-				l.refresh(ctx)
-				l.checkTaskLeases(ctx)
-			}
-		}
+	b := heldBatch{end: cancelled, more: more} // cancelled: no response
+	for _, msg := range msgs {
+		b.msgs = append(b.msgs, heldMsg{data: msg})
+	}
+	return b, err
+}
+
+func (ls *listenSource) wrote(heldMsg) {}
+
+func (ls *listenSource) delivered(context.Context, bool) {}
+
+// upkeepIn is when the backing session's refresh or a check of the
+// leases of the tasks the stream names is due (chores).
+func (ls *listenSource) upkeepIn(time.Time) time.Duration { return (*listenStream)(ls).chores() }
+
+func (ls *listenSource) upkeep(ctx context.Context) {
+	l := (*listenStream)(ls)
+	l.refresh(ctx)
+	l.checkTaskLeases(ctx)
+}
+
+// finish parks the stream at the deadline or on shutdown, and ends it
+// with the empty listen result then and when its backing session is gone
+// (expired, deleted): the client listens again.
+func (ls *listenSource) finish(ctx context.Context, sse *sseWriter, why heldEnd) {
+	l := (*listenStream)(ls)
+	switch why {
+	case endDeadline:
+		l.park(ctx)
+		sse.event("", l.result())
+	case endGone:
+		sse.event("", l.result())
 	}
 }

@@ -98,6 +98,8 @@ type StreamableHandler struct {
 	inflight  gauge // requests running, per session and in all
 	open      gauge // SSE streams open, per session
 	rate      rateLimiter
+
+	heldHooks *heldHooks // tests only: see held.go
 }
 
 // NewStreamableHandler returns an http.Handler for srv.

@@ -296,29 +296,29 @@ type readRetry struct {
 // itself fails (changeFeedStale).
 const maxReadRetry = 30 * time.Second
 
-// failed schedules the next read after another failure.
-func (r *readRetry) failed(base time.Duration) {
+// failed schedules the next read after another failure at now.
+func (r *readRetry) failed(base time.Duration, now time.Time) {
 	r.failures++
 	d := min(base<<min(r.failures-1, 16), maxReadRetry)
 	d = d/2 + rand.N(d/2+1)
-	r.at = time.Now().Add(d)
+	r.at = now.Add(d)
 }
 
 // succeeded clears the schedule.
 func (r *readRetry) succeeded() { *r = readRetry{} }
 
-// wait returns how long until the retry is due, and whether one is
+// wait returns how long after now the retry is due, and whether one is
 // scheduled.
-func (r *readRetry) wait() (time.Duration, bool) {
+func (r *readRetry) wait(now time.Time) (time.Duration, bool) {
 	if r.at.IsZero() {
 		return 0, false
 	}
-	return max(time.Until(r.at), 0), true
+	return max(r.at.Sub(now), 0), true
 }
 
-// due reports whether a scheduled retry is due.
-func (r *readRetry) due() bool {
-	d, ok := r.wait()
+// due reports whether a scheduled retry is due at now.
+func (r *readRetry) due(now time.Time) bool {
+	d, ok := r.wait(now)
 	return ok && d == 0
 }
 
