@@ -6,7 +6,7 @@ import "time"
 // standalone GET stream, or a 2026-era listen stream's. Everything that
 // reaches a session outside a request (registry changes, events fanned out
 // by the ingest, server-to-client messages) is appended to it, and the
-// server's stream pumps read it. Request streams have ids of their own.
+// server's held streams read it (pkg/mcp held.go). Request streams have ids of their own.
 // GetSession reports its head (Session.StreamHead), so that one read
 // tells an idle stream's poll whether there is anything new.
 const SessionStream = "g"
