@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/mcpush/mcpush/pkg/notify"
 )
 
 // Limits of the JSON-RPC layer. A client gets an error that names the
 // limit; nothing is stored.
 const (
 	// MaxJSONDepth is the deepest nesting of arrays and objects a message
-	// may have (CodeParseError beyond it).
-	MaxJSONDepth = 1000
+	// may have (CodeParseError beyond it), for the server and the client
+	// alike; ingest stores nothing that would make a message deeper
+	// (notify.MaxStoredJSONDepth).
+	MaxJSONDepth = notify.MaxJSONDepth
 	// MaxIDBytes bounds a JSON-RPC id as written (CodeInvalidRequest
 	// beyond it); a requestId in notifications/cancelled likewise.
 	MaxIDBytes = 256
@@ -106,7 +110,7 @@ func decodeBatch(body []byte) (msgs []*Message, bad []badMember, batch bool, err
 	if len(body) == 0 {
 		return nil, nil, false, Errorf(CodeParseError, "parse error: empty body")
 	}
-	if d := jsonDepth(body); d > MaxJSONDepth {
+	if d := notify.JSONDepth(body); d > MaxJSONDepth {
 		return nil, nil, false, Errorf(CodeParseError, "parse error: JSON nested more than %d levels deep", MaxJSONDepth)
 	}
 	if !json.Valid(body) {
@@ -149,34 +153,6 @@ func memberID(raw json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return w.ID
-}
-
-// jsonDepth returns the deepest nesting of arrays and objects in b,
-// ignoring brackets inside strings. It does not validate b.
-func jsonDepth(b []byte) int {
-	depth, deepest := 0, 0
-	inString, escaped := false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			depth++
-			deepest = max(deepest, depth)
-		case c == ']' || c == '}':
-			depth--
-		}
-	}
-	return deepest
 }
 
 func decodeOne(raw json.RawMessage) (*Message, *Error) {

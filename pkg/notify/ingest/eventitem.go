@@ -119,7 +119,7 @@ func parseObjectSchema(raw json.RawMessage, path string) (json.RawMessage, error
 	if k := kindOf(raw); k != "object" {
 		return nil, invalidf(path, "want a JSON Schema object, got %s", k)
 	}
-	if d := jsonDepth(raw); d > maxSchemaDepth {
+	if d := notify.JSONDepth(raw); d > maxSchemaDepth {
 		return nil, invalidf(path, "nests %d deep, more than %d", d, maxSchemaDepth)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -143,33 +143,6 @@ func parseObjectSchema(raw json.RawMessage, path string) (json.RawMessage, error
 		return nil, invalidf(path, "not a usable JSON Schema: %s", clip(err.Error()))
 	}
 	return canon, nil
-}
-
-// jsonDepth returns how deeply the objects and arrays of raw, valid JSON,
-// nest (0 for a scalar).
-func jsonDepth(raw []byte) int {
-	depth, deepest, inString, escaped := 0, 0, false, false
-	for _, c := range raw {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return deepest
 }
 
 // clip shortens an error text from a library to 200 bytes.

@@ -110,7 +110,13 @@ func parse(topicARN, message string, tools []string) (*Message, error) {
 		return nil, invalidf("", "not valid UTF-8")
 	}
 	raw := json.RawMessage(message)
-	if !json.Valid(raw) {
+	valid := json.Valid(raw)
+	if d := notify.JSONDepth(raw); valid && d > notify.MaxStoredJSONDepth {
+		// The readers (the server's messages, the client) would refuse
+		// every message that carries it: a poison event.
+		return nil, invalidf("", "JSON nested %d levels deep, more than %d", d, notify.MaxStoredJSONDepth)
+	}
+	if !valid {
 		if strings.HasPrefix(strings.TrimLeft(message, " \t\r\n"), "{") {
 			return nil, syntaxError(raw)
 		}
