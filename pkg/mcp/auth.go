@@ -1,6 +1,11 @@
 package mcp
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+)
 
 // Errors an Authenticator returns (wrapped) to choose the HTTP answer; see
 // StreamableHandler.authFailure in httperror.go. Any other error is 401.
@@ -22,4 +27,42 @@ var (
 // token challenge; it is sent with the 401 or 403.
 type Challenger interface {
 	WWWAuthenticate() string
+}
+
+// ExpiringAuthenticator is implemented by Authenticators whose
+// credentials expire, such as an OAuth bearer token (its "exp"). A held
+// stream (a GET stream, a listen stream) opened with them ends when they
+// expire, as it does at a deadline: a GET stream with "retry:", a listen
+// stream parked, with the empty listen result. The client comes back
+// with fresh credentials, which are checked again.
+type ExpiringAuthenticator interface {
+	Authenticator
+	// AuthenticateUntil is Authenticate that also returns when the
+	// credentials expire; the zero time is never.
+	AuthenticateUntil(r *http.Request) (principal string, expires time.Time, err error)
+}
+
+// authenticate identifies r's principal with a, and returns r with the
+// credentials' expiry in its context (credentialsExpiry) if a tells it.
+func authenticate(a Authenticator, r *http.Request) (string, *http.Request, error) {
+	ea, ok := a.(ExpiringAuthenticator)
+	if !ok {
+		p, err := a.Authenticate(r)
+		return p, r, err
+	}
+	p, until, err := ea.AuthenticateUntil(r)
+	if err != nil || until.IsZero() {
+		return p, r, err
+	}
+	return p, r.WithContext(context.WithValue(r.Context(), credentialsKey{}, until)), nil
+}
+
+// credentialsKey is the context key of the request's credentials expiry.
+type credentialsKey struct{}
+
+// credentialsExpiry is when the credentials of ctx's request expire, if
+// its Authenticator said so.
+func credentialsExpiry(ctx context.Context) (time.Time, bool) {
+	t, ok := ctx.Value(credentialsKey{}).(time.Time)
+	return t, ok
 }

@@ -25,7 +25,8 @@ import (
 //  3. end when the source says so (a response, a takeover, a
 //     cancellation), when a stream that ends idle (SSE polling) has been
 //     idle for its hold, when the client leaves, at the request's
-//     deadline and on shutdown;
+//     deadline, when the request's credentials expire
+//     (ExpiringAuthenticator) and on shutdown;
 //  4. register with the process's watcher (watch.go) before the first
 //     wait, and read once more after registering: nothing committed
 //     between the last read and the registration is missed;
@@ -46,7 +47,7 @@ const (
 	endDone                    // the source ended it: a response, a takeover, a cancellation
 	endGone                    // the session (or backing session) is gone
 	endIdle                    // idle for its hold: SSE polling, the client comes back
-	endDeadline                // the request's deadline, or the server shuts down
+	endDeadline                // the request's deadline or credentials expiry, or the server shuts down
 )
 
 // heldMsg is one message a held stream writes: its SSE event id (""
@@ -138,13 +139,19 @@ func (hs *heldStream) run(ctx context.Context) (why heldEnd) {
 	now := s.opts.Now
 	defer func() { hs.src.finish(ctx, hs.sse, why) }()
 
+	start := now()
 	var deadline <-chan time.Time
-	if d, ok := h.streamDeadline(ctx); ok {
+	d, ok := h.streamDeadline(ctx)
+	if exp, has := credentialsExpiry(ctx); has && (!ok || exp.Sub(start) < time.Until(d)) {
+		// The credentials expire first (on the server's clock): the
+		// client comes back with fresh ones.
+		d, ok = time.Now().Add(exp.Sub(start)), true
+	}
+	if ok {
 		t := time.NewTimer(time.Until(d))
 		defer t.Stop()
 		deadline = t.C
 	}
-	start := now()
 	lastWrite, lastPoll, active := start, start, start
 	if hs.startIdle {
 		active = active.Add(-hs.hold)

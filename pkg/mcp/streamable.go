@@ -168,7 +168,7 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, status, CodeInvalidRequest, msg)
 		return
 	}
-	principal, err := h.opts.Authenticator.Authenticate(r)
+	principal, r, err := authenticate(h.opts.Authenticator, r)
 	if err != nil {
 		authFailure(w, err)
 		return

@@ -237,22 +237,35 @@ func New(opts *Options) (*Validator, error) {
 // token of r's Authorization header for r's resource and returns its
 // principal. Errors are *Error.
 func (v *Validator) Authenticate(r *http.Request) (string, error) {
+	p, _, err := v.AuthenticateUntil(r)
+	return p, err
+}
+
+// AuthenticateUntil implements mcp.ExpiringAuthenticator: Authenticate,
+// and when the token stops being accepted ("exp" plus Leeway), at which
+// the held streams opened with it end (a client that comes back with it
+// then is refused, and fetches a fresh one).
+func (v *Validator) AuthenticateUntil(r *http.Request) (string, time.Time, error) {
 	resource := v.resource(r)
 	meta := metadataURL(resource)
 	token, err := bearer(r)
 	if err != nil {
-		return "", &Error{Code: "invalid_request", Description: err.Error(), kind: mcp.ErrUnauthorized,
+		return "", time.Time{}, &Error{Code: "invalid_request", Description: err.Error(), kind: mcp.ErrUnauthorized,
 			challenge: challenge("error", "invalid_request", "error_description", err.Error(), "resource_metadata", meta)}
 	}
 	if token == "" {
-		return "", &Error{Description: "no bearer token in the Authorization header", kind: mcp.ErrUnauthorized,
+		return "", time.Time{}, &Error{Description: "no bearer token in the Authorization header", kind: mcp.ErrUnauthorized,
 			challenge: challenge("resource_metadata", meta, "scope", strings.Join(v.opts.Scopes, " "))}
 	}
 	c, err := v.Validate(r.Context(), token, resource)
 	if err != nil {
-		return "", v.refusal(err, meta)
+		return "", time.Time{}, v.refusal(err, meta)
 	}
-	return c.Principal(), nil
+	var exp time.Time
+	if c.ExpiresAt != nil {
+		exp = c.ExpiresAt.Time.Add(v.opts.Leeway)
+	}
+	return c.Principal(), exp, nil
 }
 
 // refusal turns a Validate error into an *Error with its challenge.
