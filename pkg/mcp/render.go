@@ -35,7 +35,16 @@ func renderItem(p *notify.PromptItem, args map[string]string, maxBytes int) (*Ge
 // renderText substitutes the arguments in text, in one pass. It reports
 // false, having built at most budget bytes, when the result would be
 // longer than budget.
+//
+// It runs in time linear in len(text) (BenchmarkRenderLinear): the next
+// "}}" is searched for once and reused by every "{{" before it, and a
+// name longer than the longest argument's is never looked up (hashing it
+// would cost its length at every "{{" of a text full of them).
 func renderText(text string, args map[string]string, budget int) (string, bool) {
+	longest := 0
+	for k := range args {
+		longest = max(longest, len(k))
+	}
 	var b strings.Builder
 	write := func(s string) bool {
 		if b.Len()+len(s) > budget {
@@ -44,25 +53,32 @@ func renderText(text string, args map[string]string, budget int) (string, bool) 
 		b.WriteString(s)
 		return true
 	}
-	rest := text
+	const none = -1
+	pos, closing := 0, -2 // closing: index of the next "}}" searched for (none: there is none)
 	for {
-		i := strings.Index(rest, "{{")
+		i := strings.Index(text[pos:], "{{")
 		if i < 0 {
-			if !write(rest) {
+			if !write(text[pos:]) {
 				return "", false
 			}
 			return b.String(), true
 		}
-		if !write(rest[:i]) {
+		if !write(text[pos : pos+i]) {
 			return "", false
 		}
-		rest = rest[i:]
-		if j := strings.Index(rest[2:], "}}"); j >= 0 {
-			if v, ok := args[rest[2:2+j]]; ok {
+		start := pos + i + 2 // the name's first byte
+		if closing != none && closing < start {
+			closing = none
+			if j := strings.Index(text[start:], "}}"); j >= 0 {
+				closing = start + j
+			}
+		}
+		if closing != none && closing-start <= longest {
+			if v, ok := args[text[start:closing]]; ok {
 				if !write(v) {
 					return "", false
 				}
-				rest = rest[2+j+2:]
+				pos = closing + 2
 				continue
 			}
 		}
@@ -70,6 +86,6 @@ func renderText(text string, args map[string]string, budget int) (string, bool) 
 		if !write("{{") {
 			return "", false
 		}
-		rest = rest[2:]
+		pos = start
 	}
 }

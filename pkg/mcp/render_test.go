@@ -3,13 +3,15 @@ package mcp
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
 func TestRenderText(t *testing.T) {
-	args := map[string]string{"a": "1", "b": "2", "a}}{{b": "X", "": "E", "n": "{{a}}"}
+	long := strings.Repeat("k", 300)
+	args := map[string]string{"a": "1", "b": "2", "a}}{{b": "X", "": "E", "n": "{{a}}", long: "L"}
 	tests := []struct {
 		name, text, want string
 	}{
@@ -24,6 +26,9 @@ func TestRenderText(t *testing.T) {
 		{"empty name", "{{}}", "E"},
 		{"value not rescanned", "{{n}}", "{{a}}"},
 		{"triple brace", "{{{a}}}", "{{{a}}}"},
+		{"the longest name", "{{{{" + long + "}}", "{{L"},
+		{"longer than any name", "{{" + long + "k}}", "{{" + long + "k}}"},
+		{"one closing for many openers", "{{{{{{a}}{{a}}", "{{{{11"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,4 +101,36 @@ func FuzzRenderItem(f *testing.F) {
 			t.Fatalf("text without placeholders changed: %q -> %q, %v", text, got, ok)
 		}
 	})
+}
+
+// BenchmarkRenderLinear renders 33 KB and 330 KB of unclosed "{{" (and
+// of "{{" closed only at the very end) and reports the ratio of the two
+// times: about 10 when rendering is linear, about 100 when quadratic (it
+// was: 0.6–1.0 s of CPU per prompts/get of a 330 KB prompt).
+func BenchmarkRenderLinear(b *testing.B) {
+	args := map[string]string{"topic": "orders", "name": "x"}
+	for _, tc := range []struct{ name, unit, tail string }{
+		{"unclosed", "{{", ""},
+		{"closed at the end", "{{", "}}"},
+		{"unknown names", "{{a", "}}"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			small := strings.Repeat(tc.unit, 33_000/len(tc.unit)) + tc.tail
+			large := strings.Repeat(tc.unit, 330_000/len(tc.unit)) + tc.tail
+			var ts, tl time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if _, ok := renderText(small, args, 1<<20); !ok {
+					b.Fatal("over budget")
+				}
+				mid := time.Now()
+				if _, ok := renderText(large, args, 1<<20); !ok {
+					b.Fatal("over budget")
+				}
+				ts, tl = ts+mid.Sub(start), tl+time.Since(mid)
+			}
+			b.ReportMetric(float64(tl)/float64(ts), "ratio-330KB/33KB")
+			b.ReportMetric(float64(tl)/float64(b.N)/330_000, "ns/byte-330KB")
+		})
+	}
 }
