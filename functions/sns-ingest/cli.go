@@ -156,7 +156,7 @@ func buildEvent(topic, message, subject, messageID string, e *env) (events.SNSEv
 	arn := topic
 	if !strings.HasPrefix(topic, "arn:") {
 		if !ingest.ValidTopic(topic) {
-			return events.SNSEvent{}, fmt.Errorf("-topic %q: not a topic name (1 to %d of A-Z a-z 0-9 _ . -) or ARN", topic, ingest.MaxTopicLen)
+			return events.SNSEvent{}, fmt.Errorf("-topic %q: not a topic name (1 to %d of A-Z a-z 0-9 _ . -, not . or ..) or ARN", topic, ingest.MaxTopicLen)
 		}
 		arn = localARNPrefix + topic
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/mcpush/mcpush/pkg/notify"
 )
 
 // Checks of client input against the server's Limits. Each runs before
@@ -50,7 +52,7 @@ func (s *Server) checkSubscribe(ss *ServerSession, method, uri string) error {
 // subscriptions in the store (the mcpush-listen:task: URIs of the tasks
 // listen streams name): no client subscribes to one, or it would receive
 // another stream's task notifications.
-const reservedURIPrefix = "mcpush-"
+const reservedURIPrefix = notify.ReservedSchemePrefix
 
 // reservedURI reports whether uri is in the reserved namespace (scheme
 // names are case-insensitive).
@@ -59,8 +61,9 @@ func reservedURI(uri string) bool {
 }
 
 // MaxNameBytes bounds the tool name of tools/call and the prompt name of
-// prompts/get (CodeInvalidParams beyond it).
-const MaxNameBytes = 256
+// prompts/get (CodeInvalidParams beyond it); ingest refuses a registry
+// prompt with a longer name.
+const MaxNameBytes = notify.MaxNameBytes
 
 // checkName bounds a tool or prompt name.
 func checkName(method, name string) error {

@@ -94,9 +94,10 @@ const MaxEventNameLen = 128
 
 // ValidEventName reports whether name is a valid event type name: 1 to
 // MaxEventNameLen characters from A-Z, a-z, 0-9, '_', '.' and '-' (the
-// characters of a topic name; "order.created" is one).
+// characters of a topic name; "order.created" is one), but not "." or
+// "..".
 func ValidEventName(name string) bool {
-	if name == "" || len(name) > MaxEventNameLen {
+	if name == "" || len(name) > MaxEventNameLen || name == "." || name == ".." {
 		return false
 	}
 	for i := 0; i < len(name); i++ {

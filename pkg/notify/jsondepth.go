@@ -40,3 +40,13 @@ func JSONDepth(b []byte) int {
 	}
 	return deepest
 }
+
+// MaxNameBytes bounds the tool name of tools/call and the prompt name of
+// prompts/get (pkg/mcp.MaxNameBytes is this bound); ingest refuses a
+// registry prompt with a longer name, which nobody could get.
+const MaxNameBytes = 256
+
+// ReservedSchemePrefix begins the URI schemes of the server's own
+// subscriptions in the store (pkg/mcp's mcpush-listen: URIs): no client
+// subscribes to one and no registry resource has one.
+const ReservedSchemePrefix = "mcpush-"

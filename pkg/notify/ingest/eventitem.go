@@ -44,7 +44,7 @@ func parseEventItem(members []member, path, _ string) (string, any, error) {
 			if s, err = optString(m.value, mp); err == nil && s != nil {
 				e.Topic = *s
 				if !ValidTopic(e.Topic) {
-					err = invalidf(mp, "%s is not a valid topic name (1 to %d of A-Z a-z 0-9 _ . -)", quote(e.Topic), MaxTopicLen)
+					err = invalidf(mp, "%s is not a valid topic name (1 to %d of A-Z a-z 0-9 _ . -, not . or ..)", quote(e.Topic), MaxTopicLen)
 				}
 			}
 		case "description":

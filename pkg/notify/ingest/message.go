@@ -36,10 +36,11 @@ const (
 const MaxTopicLen = 128
 
 // ValidTopic reports whether name is a valid topic name: 1 to MaxTopicLen
-// characters from A-Z, a-z, 0-9, '_', '.' and '-'. Such a name needs no
+// characters from A-Z, a-z, 0-9, '_', '.' and '-', but not "." or ".."
+// (dot segments, which URI resolution removes). Such a name needs no
 // escaping in the resource URI events://<name>.
 func ValidTopic(name string) bool {
-	if name == "" || len(name) > MaxTopicLen {
+	if name == "" || len(name) > MaxTopicLen || name == "." || name == ".." {
 		return false
 	}
 	for i := 0; i < len(name); i++ {
@@ -157,7 +158,7 @@ func arnEvent(topicARN string, data json.RawMessage) (*Message, error) {
 	i := strings.LastIndexByte(topicARN, ':')
 	topic := topicARN[i+1:]
 	if !ValidTopic(topic) {
-		return nil, invalidf("TopicArn", "%s does not end in a valid topic name (1 to %d of A-Z a-z 0-9 _ . -); "+
+		return nil, invalidf("TopicArn", "%s does not end in a valid topic name (1 to %d of A-Z a-z 0-9 _ . -, not . or ..); "+
 			`publish {"type":"event","topic":...,"data":...} to name the topic`, quote(topicARN), MaxTopicLen)
 	}
 	if len(data) > notify.MaxItemBytes {
@@ -223,7 +224,7 @@ func parseEvent(members []member) (*Message, error) {
 	case !haveTopic || topic == nil:
 		return nil, invalidf("topic", "required")
 	case !ValidTopic(*topic):
-		return nil, invalidf("topic", "%s is not a valid topic name (1 to %d of A-Z a-z 0-9 _ . -)", quote(*topic), MaxTopicLen)
+		return nil, invalidf("topic", "%s is not a valid topic name (1 to %d of A-Z a-z 0-9 _ . -, not . or ..)", quote(*topic), MaxTopicLen)
 	case data == nil:
 		return nil, invalidf("data", "required (null for an event without a payload)")
 	}

@@ -182,6 +182,10 @@ func parsePrompt(members []member, path, _ string) (string, any, error) {
 	if p.Name, err = requireName(name, join(path, "name")); err != nil {
 		return "", nil, err
 	}
+	if len(p.Name) > notify.MaxNameBytes {
+		// prompts/get would refuse the name: nobody could get the prompt.
+		return "", nil, invalidf(join(path, "name"), "is %d bytes, more than the %d prompts/get accepts", len(p.Name), notify.MaxNameBytes)
+	}
 	return p.Name, &p, nil
 }
 
@@ -356,6 +360,12 @@ func parseResource(members []member, path, op string) (string, any, error) {
 	return r.URI, &r, nil
 }
 
+// dangerousSchemes are the URI schemes a resource may not have: a client
+// that shows a resource's URI as a link would run or render it.
+var dangerousSchemes = []string{"javascript", "vbscript", "data", "blob"}
+
+// checkResourceURI refuses a resource URI that is not absolute, or whose
+// scheme is reserved (events:, mcpush-*) or dangerous.
 func checkResourceURI(uri, path string) error {
 	u, err := url.Parse(uri)
 	if err != nil {
@@ -364,8 +374,14 @@ func checkResourceURI(uri, path string) error {
 	if !u.IsAbs() {
 		return invalidf(path, "%s is not an absolute URI (want a scheme, as in file:///a.txt or https://example.com/a)", quote(uri))
 	}
-	if strings.EqualFold(u.Scheme, "events") {
+	scheme := strings.ToLower(u.Scheme)
+	switch {
+	case scheme == "events":
 		return invalidf(path, "%s: the events: scheme is reserved for topic logs (events://{topic})", quote(uri))
+	case strings.HasPrefix(scheme, notify.ReservedSchemePrefix):
+		return invalidf(path, "%s: schemes beginning %s are reserved for the server's own subscriptions", quote(uri), notify.ReservedSchemePrefix)
+	case slices.Contains(dangerousSchemes, scheme):
+		return invalidf(path, "%s: the %s: scheme runs code or carries content where a client may follow a link", quote(uri), scheme)
 	}
 	return nil
 }
