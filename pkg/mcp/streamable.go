@@ -43,7 +43,9 @@ type StreamableOptions struct {
 	AllowedHosts []string
 	// AllowedOrigins are the browser origins ("https://app.example.com")
 	// allowed besides the localhost origins of a LocalhostOnly server;
-	// "*" allows any. A request without Origin is always allowed.
+	// "*" allows any. A request without Origin is always allowed. Listed
+	// origins (and any origin with "*") also get CORS: preflights are
+	// answered and responses carry Access-Control-Allow-Origin (cors.go).
 	AllowedOrigins []string
 	// Authenticator identifies principals. Default: Anonymous.
 	Authenticator Authenticator
@@ -156,6 +158,7 @@ func writeError(w http.ResponseWriter, status int, e *Error) {
 
 // ServeHTTP implements http.Handler.
 func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cors := h.setCORS(w, r) // before any answer, so that a page can read each
 	select {
 	case <-h.closing:
 		// Shutting down: the client retries, on another process.
@@ -166,6 +169,11 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if status, msg := h.checkOrigin(r); status != 0 {
 		httpError(w, status, CodeInvalidRequest, msg)
+		return
+	}
+	if r.Method == http.MethodOptions {
+		// A CORS preflight carries no credentials.
+		servePreflight(w, r, cors)
 		return
 	}
 	principal, r, err := authenticate(h.opts.Authenticator, r)
@@ -197,7 +205,7 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		h.serveDELETE(w, r, principal)
 	default:
-		w.Header().Set("Allow", "GET, POST, DELETE")
+		w.Header().Set("Allow", corsMethods)
 		httpError(w, http.StatusMethodNotAllowed, CodeInvalidRequest, "Method Not Allowed: "+r.Method)
 	}
 }
