@@ -111,3 +111,29 @@ func checkPackage(dir, version string) error {
 	}
 	return nil
 }
+
+// NodePackage returns the directory of the npm package name installed
+// under NodeDir, checking that it is the given version (test/node pins
+// it). If it is not installed, it calls RequireComponent.
+func NodePackage(t testing.TB, name, version string) string {
+	t.Helper()
+	dir := filepath.Join(NodeDir(t), "node_modules", filepath.FromSlash(name))
+	err := func() error {
+		data, err := os.ReadFile(filepath.Join(dir, "package.json"))
+		if err != nil {
+			return err
+		}
+		var pkg struct {
+			Version string `json:"version"`
+		}
+		if err := json.Unmarshal(data, &pkg); err != nil {
+			return fmt.Errorf("%s/package.json: %w", dir, err)
+		}
+		if pkg.Version != version {
+			return fmt.Errorf("%s is version %s, want %s (run `make deps`)", dir, pkg.Version, version)
+		}
+		return nil
+	}()
+	RequireComponent(t, name+"@"+version, err)
+	return dir
+}
