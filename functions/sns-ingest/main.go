@@ -34,14 +34,16 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
-	"github.com/mcpush/mcpush/pkg/serve"
+	"github.com/mcpush/mcpush/pkg/serve/initerror"
 )
 
 func main() {
@@ -50,7 +52,7 @@ func main() {
 		store, err := openStore(context.Background(), os.Getenv, logger)
 		if err != nil {
 			logger.Error("sns-ingest: opening the store", "err", err)
-			if rerr := serve.ReportInitError(api, err); rerr != nil {
+			if rerr := initerror.Report(api, err); rerr != nil {
 				logger.Error("reporting the init error", "err", rerr)
 			}
 			os.Exit(1)
@@ -77,10 +79,14 @@ type env struct {
 	now            func() time.Time
 }
 
-// registryTools reads MCPUSH_REGISTRY_TOOLS; nil when unset (the event
-// tools).
+// registryTools reads MCPUSH_REGISTRY_TOOLS, tool names separated by
+// commas (and blanks); nil when unset (the event tools).
 func registryTools(getenv func(string) string) []string {
-	return serve.SplitList(getenv("MCPUSH_REGISTRY_TOOLS"))
+	tools := strings.FieldsFunc(getenv("MCPUSH_REGISTRY_TOOLS"), func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+	if len(tools) == 0 {
+		return nil
+	}
+	return tools
 }
 
 // openStore opens the store named by MCPUSH_STORE, counted into a stats

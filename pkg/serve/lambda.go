@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mcpush/mcpush/pkg/serve/initerror"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -465,27 +466,6 @@ func (h RequestIDHandler) WithGroup(name string) slog.Handler {
 
 // ReportInitError tells the Runtime API at api (AWS_LAMBDA_RUNTIME_API)
 // that initialisation failed, so the invoker sees why instead of a bare
-// Runtime.ExitError. Errors are returned, not logged.
-func ReportInitError(api string, initErr error) error {
-	body, _ := json.Marshal(struct {
-		Message string   `json:"errorMessage"`
-		Type    string   `json:"errorType"`
-		Stack   []string `json:"stackTrace"`
-	}{initErr.Error(), "InitError", []string{}})
-	req, err := http.NewRequest(http.MethodPost, "http://"+api+"/2018-06-01/runtime/init/error", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Lambda-Runtime-Function-Error-Type", "Runtime.InitError")
-	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		return fmt.Errorf("POST init/error: %s", resp.Status)
-	}
-	return nil
-}
+// Runtime.ExitError. Errors are returned, not logged. It is
+// initerror.Report, which a main that serves no MCP can use alone.
+func ReportInitError(api string, initErr error) error { return initerror.Report(api, initErr) }
