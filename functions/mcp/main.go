@@ -90,8 +90,13 @@ func run(logger *slog.Logger) error {
 		}
 		spec = storeconfig.DefaultSpec
 	}
+	shards, err := storeconfig.FeedShardsEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
 	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{
 		CreateTable: os.Getenv("MCPUSH_CREATE_TABLE") == "1",
+		FeedShards:  shards,
 		StatsDir:    os.Getenv("MCPUSH_STORE_STATS"),
 		StatsName:   "mcp",
 		Logger:      logger,

@@ -36,7 +36,7 @@ Prints one line of JSON: {"accepted":N,"duplicates":N,"rejected":N,"failed":N[,"
 Exit status: 0 all records stored, 1 a record was rejected as malformed, 2 usage or
 configuration error, 3 the store failed (busy, unreachable, timed out; nothing is lost by
 running the same command again: what went through is then a duplicate).
-Environment: MCPUSH_STORE (default sqlite:.mcpush/mcpush.db), MCPUSH_CREATE_TABLE=1,
+Environment: MCPUSH_STORE (default sqlite:.mcpush/mcpush.db), MCPUSH_CREATE_TABLE=1, MCPUSH_FEED_SHARDS,
 MCPUSH_STORE_STATS=DIR (diagnostic: write the store request counts to a file in DIR).
 
 flags:

@@ -19,8 +19,9 @@
 // unreachable, timed out: running the same command again is safe). Logs are JSON on stderr in both modes.
 //
 // Environment: MCPUSH_STORE (sqlite:PATH or dynamodb:TABLE; default
-// sqlite:.mcpush/mcpush.db) and MCPUSH_CREATE_TABLE=1 (create a missing
-// DynamoDB table; local use only), as for the MCP server; and
+// sqlite:.mcpush/mcpush.db), MCPUSH_CREATE_TABLE=1 (create a missing
+// DynamoDB table; local use only) and MCPUSH_FEED_SHARDS (the DynamoDB
+// change feed's shards, the same as the servers'), as for the MCP server; and
 // MCPUSH_REGISTRY_TOOLS, the comma-separated tools a tools registry item
 // may name (default: the event tools), for a server with tools of its own;
 // and MCPUSH_STORE_STATS=DIR, a diagnostic: count the store requests and
@@ -96,8 +97,13 @@ func openStore(ctx context.Context, getenv func(string) string, logger *slog.Log
 	if spec == "" {
 		spec = storeconfig.DefaultSpec
 	}
+	shards, err := storeconfig.FeedShardsEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
 	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{
 		CreateTable: getenv("MCPUSH_CREATE_TABLE") == "1",
+		FeedShards:  shards,
 		StatsDir:    getenv("MCPUSH_STORE_STATS"),
 		StatsName:   "sns-ingest",
 		Logger:      logger,

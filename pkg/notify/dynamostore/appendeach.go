@@ -165,8 +165,7 @@ func (s *Store) appendOnce(ctx context.Context, uri string, upTo int64, pick fun
 		for i, a := range group {
 			ids[i] = a.sess.ID
 		}
-		// The change feed's item, last (see Append).
-		items = append(items, types.TransactWriteItem{Put: s.changeItem(now, ids)})
+		// transactChange adds the change feed's item, last.
 		var at attempts
 		_, err := s.transactChange(ctx, items, &at, ids)
 		if err == nil {

@@ -71,14 +71,15 @@ func TestRequestCounts(t *testing.T) {
 		}, ops("TransactWriteItems", 1)},
 		{"Append, cold (another instance appended)", func() { must3(cold.Append(ctx, "s", "x", data("5"), nil)) }, ops("TransactWriteItems", 2)},
 		{"Append to the session stream (with its change feed item)", func() { must3(st.Append(ctx, "s", notify.SessionStream, data("g"), nil)) }, ops("TransactWriteItems", 1)},
-		// One Query, outside the first second of a feed partition (10 s),
-		// when the 1 s overlap reads the previous partition too.
+		// One Query per shard of the feed (dynamostore.DefaultFeedShards),
+		// outside the first second of a feed partition (10 s), when the
+		// 1 s overlap reads the previous partition's shards too.
 		{"Changes", func() {
 			if into := time.Duration(time.Now().UnixNano() % int64(10*time.Second)); into < 1200*time.Millisecond {
 				time.Sleep(1200*time.Millisecond - into)
 			}
 			must3(st.Changes(ctx, ""))
-		}, ops("Query", 1)},
+		}, ops("Query", dynamostore.DefaultFeedShards)},
 		{"ReadEvents, nothing new (idle poll)", func() { must2(st.ReadEvents(ctx, "s", "x", 5, 100)) }, ops("BatchGetItem", 1)},
 		{"ReadEvents, 3 new", func() { must2(st.ReadEvents(ctx, "s", "x", 2, 100)) }, ops("BatchGetItem", 1)},
 		{"ReadEvents, 5 new", func() { must2(st.ReadEvents(ctx, "s", "x", 0, 100)) }, ops("BatchGetItem", 1, "Query", 1)},

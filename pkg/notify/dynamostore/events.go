@@ -55,11 +55,8 @@ func (s *Store) Append(ctx context.Context, sessionID, streamID string, data [][
 		now := s.now()
 		nowN := toNanos(now)
 		items := s.appendItems(pk, streamID, data, old, tok, now, idemKey, cas)
-		if changed != nil {
-			// The change feed's item commits with the events (last: the
-			// order above is what cancellation reasons are read by).
-			items = append(items, types.TransactWriteItem{Put: s.changeItem(now, changed)})
-		}
+		// The change feed's item, if any, commits with the events
+		// (transactChange adds it last).
 		var at attempts
 		_, err := s.transactChange(ctx, items, &at, changed)
 		if err == nil {

@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -82,5 +83,100 @@ func TestLateChangeIsReported(t *testing.T) {
 	}
 	if !slices.Contains(got, id) {
 		t.Errorf("a change committed 1.5 s after its stamp was never reported to a reader reading every 100 ms (got %q)", got)
+	}
+}
+
+// slowTransactions delays every TransactWriteItems by delay before
+// sending it: a store whose transactions all take over the feed's 1 s
+// overlap, as a busy moto's do.
+type slowTransactions struct {
+	dynamostore.API
+	delay time.Duration
+}
+
+func (s slowTransactions) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	time.Sleep(s.delay)
+	return s.API.TransactWriteItems(ctx, in, optFns...)
+}
+
+// TestSlowTransactionsReRecordOnce: on a store whose every transaction
+// takes 1.2 s, a writer re-records the change of its first append only
+// (one PutItem, stamped after the commit): from then on it stamps its
+// feed items ahead by the time its transactions take, so the next four
+// need none (each cost one PutItem more before). A reader reading every
+// 100 ms meanwhile gets all five changes.
+func TestSlowTransactionsReRecordOnce(t *testing.T) {
+	endpoint(t)
+	table := newTable(t)
+	var counter *dynamostore.Counter
+	writer, err := openWith(table, func(api dynamostore.API) dynamostore.API {
+		counter = dynamostore.NewCounter(slowTransactions{API: strictAPI{api}, delay: 1200 * time.Millisecond})
+		return counter
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := open(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	var ids []string
+	for i := range 5 {
+		id := fmt.Sprintf("slow-session-%d", i)
+		ids = append(ids, id)
+		if err := writer.CreateSession(ctx, &notify.Session{ID: id, ProtocolVersion: "2025-11-25", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, cursor, err := reader.Changes(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	done := make(chan error, 1)
+	counter.Reset()
+	go func() {
+		for _, id := range ids {
+			if _, _, err := writer.Append(ctx, id, notify.SessionStream, [][]byte{[]byte(`{"n":1}`)}, nil); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	read := func() {
+		changed, next, err := reader.Changes(ctx, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range changed {
+			got[id] = true
+		}
+		cursor = next
+	}
+	for appending := true; appending; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Append: %v", err)
+			}
+			appending = false
+		case <-time.After(100 * time.Millisecond):
+			read()
+		}
+	}
+	for range 5 {
+		time.Sleep(100 * time.Millisecond)
+		read()
+	}
+	for _, id := range ids {
+		if !got[id] {
+			t.Errorf("the change of %s was never reported to a reader reading every 100 ms", id)
+		}
+	}
+	if puts := counter.Counts()[dynamostore.OpPutItem]; puts > 1 {
+		t.Errorf("5 appends whose transactions took 1.2 s each re-recorded their change %d times (%v), want at most once (the first)", puts, counter.Counts())
 	}
 }

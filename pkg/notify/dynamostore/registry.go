@@ -90,7 +90,6 @@ func (s *Store) ApplyRegistry(ctx context.Context, kind, op string, items map[st
 				ExpressionAttributeNames:  h.namesOrNil(),
 				ExpressionAttributeValues: h.valuesOrNil(),
 			}},
-			{Put: s.changeItem(now, []string{notify.RegistryChanged})},
 		}
 		var at attempts
 		_, err = s.transactChange(ctx, tx, &at, []string{notify.RegistryChanged})

@@ -68,24 +68,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 
 	tok := newToken()
 	pk := sessPK(sess.ID)
-	meta := key(pk, metaSK)
-	meta[attrSID] = avS(sess.ID)
-	meta[attrPrincipal] = avS(sess.Principal)
-	meta[attrProtocol] = avS(sess.ProtocolVersion)
-	if sess.ClientInfo != nil {
-		meta[attrClientInfo] = avB(sess.ClientInfo)
-	}
-	if sess.ClientCapabilities != nil {
-		meta[attrClientCaps] = avB(sess.ClientCapabilities)
-	}
-	meta[attrLogLevel] = avS(sess.LogLevel)
-	meta[attrInitialized] = avBool(sess.Initialized)
-	meta[attrCreatedAt] = avN(toNanos(sess.CreatedAt))
-	setExpiry(meta, sess.ExpiresAt)
-	meta[attrVersion] = avN(sess.Version)
-	meta[attrDelivered] = avN(sess.Delivered)
-	meta[attrHashes] = &types.AttributeValueMemberM{Value: hashes}
-	meta[attrTok] = avS(tok)
+	meta := sessionItem(sess, hashes, tok)
 
 	for replaced := 0; ; replaced++ {
 		var at attempts
@@ -142,6 +125,30 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 		}
 		s.seqs.forget(pk + "|")
 	}
+}
+
+// sessionItem is the session item of sess, written by the call of token
+// tok, with its notified registry hashes.
+func sessionItem(sess *notify.Session, hashes map[string]types.AttributeValue, tok string) item {
+	meta := key(sessPK(sess.ID), metaSK)
+	meta[attrSID] = avS(sess.ID)
+	meta[attrPrincipal] = avS(sess.Principal)
+	meta[attrProtocol] = avS(sess.ProtocolVersion)
+	if sess.ClientInfo != nil {
+		meta[attrClientInfo] = avB(sess.ClientInfo)
+	}
+	if sess.ClientCapabilities != nil {
+		meta[attrClientCaps] = avB(sess.ClientCapabilities)
+	}
+	meta[attrLogLevel] = avS(sess.LogLevel)
+	meta[attrInitialized] = avBool(sess.Initialized)
+	meta[attrCreatedAt] = avN(toNanos(sess.CreatedAt))
+	setExpiry(meta, sess.ExpiresAt)
+	meta[attrVersion] = avN(sess.Version)
+	meta[attrDelivered] = avN(sess.Delivered)
+	meta[attrHashes] = &types.AttributeValueMemberM{Value: hashes}
+	meta[attrTok] = avS(tok)
+	return meta
 }
 
 // subscriptionPuts returns the writes that subscribe session id to uri:

@@ -25,7 +25,8 @@
 //	R               #hashes             every registry's hash, for RegistryHashes
 //	R               m#<kind>#<msg id>   registry message id (idempotency)
 //	K               <name>              shared key (notify.SharedKeys)
-//	C#<10 s bucket> <nanos>#<token>     change feed item: sessions that changed
+//	C#<10 s bucket> <nanos>#<token>     change feed item (shard 0): sessions that changed
+//	C#<bucket>#<i>  <nanos>#<token>     change feed item of shard i (Options.FeedShards)
 //
 // Everything a session owns shares its partition, so DeleteSession finds it
 // with one Query; the session item, its subscriptions and the head of its
@@ -59,7 +60,8 @@
 // BatchGetItem per 100 subscribers; ApplyRegistry one GetItem and one
 // TransactWriteItems; DeleteSession one UpdateItem, one Query, one
 // BatchWriteItem per 25 items and one DeleteItem; Changes one Query per
-// partition of the change feed it spans (usually one). The transactions
+// shard (Options.FeedShards) of each partition of the change feed it spans
+// (usually one). The transactions
 // of an Append to a SessionStream log and of an AppendEach carry one
 // change feed item more, and a DeleteSession puts one (see changes.go).
 // Counter counts them.
@@ -129,9 +131,38 @@ const (
 	DefaultTopicEventTTL = notify.DefaultTopicEventTTL
 )
 
-// Options configures a Store: notify.StoreOptions, the options every store
-// takes. The zero value (or a nil *Options) gives the defaults.
-type Options = notify.StoreOptions
+// Options configures a Store: the options every store takes (as in
+// notify.StoreOptions) and the change feed's shards. The zero value (or a
+// nil *Options) gives the defaults.
+type Options struct {
+	// Now returns the current time. It decides session expiry and the
+	// expiry of stored records. Nil means time.Now.
+	Now func() time.Time
+	// EventTTL is how long stream-log events, mailbox messages and
+	// idempotency keys (of Append and of ApplyRegistry) are kept.
+	// Zero means DefaultEventTTL.
+	EventTTL time.Duration
+	// TopicEventTTL is how long topic events, with the message ids that
+	// make AppendTopicEvent idempotent, are kept. Zero means
+	// DefaultTopicEventTTL.
+	TopicEventTTL time.Duration
+	// FeedShards is the number of partition keys (K) that the change
+	// feed (Changes) spreads each 10 s window over: each takes about
+	// 1/K of the deployment's changes, and a read of the feed costs K
+	// Queries (see changes.go and docs/costs.md). Every Store on one
+	// table must use the same value. Zero means DefaultFeedShards; at
+	// most MaxFeedShards.
+	FeedShards int
+}
+
+// CheckOptions reports whether o's values are in their bounds: New panics
+// on those CheckOptions refuses.
+func CheckOptions(o *Options) error {
+	if o != nil && (o.FeedShards < 0 || o.FeedShards > MaxFeedShards) {
+		return fmt.Errorf("%w: %d feed shards: want 1 to %d (0: the default, %d)", notify.ErrInvalid, o.FeedShards, MaxFeedShards, DefaultFeedShards)
+	}
+	return nil
+}
 
 // Store is a notify.Store on one DynamoDB table.
 //
@@ -144,6 +175,11 @@ type Store struct {
 	now      func() time.Time
 	eventTTL time.Duration
 	topicTTL time.Duration
+	// feedShards is the change feed's K (Options.FeedShards).
+	feedShards int
+	// feedLead is how far ahead its change feed items are stamped
+	// (transactChange).
+	feedLead leadEstimate
 
 	// seqs caches the last known sequence number of stream and topic
 	// heads, so that a warm Append guesses the head right the first time.
@@ -158,15 +194,29 @@ type Store struct {
 var _ notify.Store = (*Store)(nil)
 
 // New returns a Store on table through api. The table must exist (see
-// CreateTable). A nil opts means the defaults.
+// CreateTable). A nil opts means the defaults. It panics on options that
+// CheckOptions refuses (a programming error: callers that take them from
+// configuration check them first).
 func New(api API, table string, opts *Options) *Store {
-	o := opts.WithDefaults()
+	if err := CheckOptions(opts); err != nil {
+		panic(err)
+	}
+	var so notify.StoreOptions
+	shards := DefaultFeedShards
+	if opts != nil {
+		so = notify.StoreOptions{Now: opts.Now, EventTTL: opts.EventTTL, TopicEventTTL: opts.TopicEventTTL}
+		if opts.FeedShards > 0 {
+			shards = opts.FeedShards
+		}
+	}
+	o := so.WithDefaults()
 	s := &Store{
-		api:      api,
-		table:    aws.String(table),
-		now:      o.Now,
-		eventTTL: o.EventTTL,
-		topicTTL: o.TopicEventTTL,
+		api:        api,
+		table:      aws.String(table),
+		now:        o.Now,
+		eventTTL:   o.EventTTL,
+		topicTTL:   o.TopicEventTTL,
+		feedShards: shards,
 	}
 	return s
 }

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,6 +66,25 @@ type Options struct {
 	// (DescribeTable, with the SDK's retries). Default
 	// DefaultCheckTimeout.
 	CheckTimeout time.Duration
+	// FeedShards is a DynamoDB store's change feed shards
+	// (dynamostore.Options.FeedShards, MCPUSH_FEED_SHARDS); zero means
+	// dynamostore.DefaultFeedShards. SQLite ignores it.
+	FeedShards int
+}
+
+// FeedShardsEnv reads MCPUSH_FEED_SHARDS through getenv for
+// Options.FeedShards: unset is 0 (the default); otherwise 1 to
+// dynamostore.MaxFeedShards.
+func FeedShardsEnv(getenv func(string) string) (int, error) {
+	v := getenv("MCPUSH_FEED_SHARDS")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > dynamostore.MaxFeedShards {
+		return 0, fmt.Errorf("MCPUSH_FEED_SHARDS=%q: want an integer from 1 to %d (every process on one table must use the same)", v, dynamostore.MaxFeedShards)
+	}
+	return n, nil
 }
 
 // DefaultCheckTimeout is the default Options.CheckTimeout: a reachable
@@ -132,7 +152,11 @@ func openDynamo(ctx context.Context, table string, opts *Options) (notify.Store,
 			return nil, fmt.Errorf("%s: %w", where(table, api), err)
 		}
 	}
-	return dynamostore.New(api, table, nil), nil
+	dopts := &dynamostore.Options{FeedShards: opts.FeedShards}
+	if err := dynamostore.CheckOptions(dopts); err != nil {
+		return nil, fmt.Errorf("dynamodb store %q: %w", table, err)
+	}
+	return dynamostore.New(api, table, dopts), nil
 }
 
 // checkTable makes sure that table exists and is reachable: one
