@@ -169,7 +169,9 @@ const maxFeedLead = 4 * time.Second
 
 // leadEstimate is how long this Store's feed writes take: the time of the
 // slowest recent one, less an eighth of the time since (a 2 s write
-// weighs for 16 s), at most maxFeedLead; the lead of change feed stamps.
+// weighs for 16 s); twice that, at most maxFeedLead, is the lead of change
+// feed stamps, so that a write twice as slow as the slowest recent one
+// plus changeOverlap needs no re-record.
 // On DynamoDB a few tens of milliseconds; on a busy moto a second or
 // more, which would otherwise re-record the change of nearly every
 // transaction. Safe for concurrent use.
@@ -182,7 +184,7 @@ type leadEstimate struct {
 func (l *leadEstimate) get() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.decayed(time.Now())
+	return min(2*l.decayed(time.Now()), maxFeedLead)
 }
 
 func (l *leadEstimate) decayed(now time.Time) time.Duration {
