@@ -47,10 +47,10 @@ func (e *HTTPError) Error() string {
 // the notification's raw params (nil when it has none).
 //
 // Handlers run one at a time, in the order the notifications arrived, on
-// one goroutine per session (seed 004). A handler that panics is recovered
+// one goroutine per session. A handler that panics is recovered
 // and logged, and the next notification is handled as usual.
 //
-// The trade-off (seed 004 chose the same): dispatch is simple, ordered and
+// The trade-off: dispatch is simple, ordered and
 // has no hidden concurrency, but a slow handler delays every later
 // notification and progress callback. Notifications wait in a queue
 // bounded in count and bytes (ClientOptions.MaxQueuedNotifications,
@@ -119,7 +119,7 @@ type ClientOptions struct {
 	// notifications/tools/list_changed. The client re-lists on every such
 	// notification with at most one re-list in flight per session;
 	// notifications that arrive meanwhile coalesce into one more re-list
-	// (seed 002). It runs like a NotificationHandler.
+	// It runs like a NotificationHandler.
 	ToolsChangedHandler func(ctx context.Context, cs *ClientSession, tools []*Tool)
 	// PromptsChangedHandler is ToolsChangedHandler for prompts.
 	PromptsChangedHandler func(ctx context.Context, cs *ClientSession, prompts []*Prompt)

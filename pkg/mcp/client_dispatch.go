@@ -12,8 +12,8 @@ import (
 )
 
 // This file is what the client does with messages the server sends it:
-// notifications go through one ordered queue (seed 004), list_changed
-// re-lists with coalescing (seed 002), and server-to-client requests are
+// notifications go through one ordered queue, list_changed re-lists with
+// coalescing (at most one re-list in flight), and server-to-client requests are
 // answered by the registered handlers.
 
 // notifyQueue runs functions one at a time, in the order they were

@@ -12,7 +12,9 @@ import "time"
 const SessionStream = "g"
 
 // ChangeFeedTTL is how long the change feed (Store.Changes) keeps a
-// change: a reader that falls further behind gets ErrCursorExpired.
+// change. A reader that falls further behind may miss changes: the feed
+// is a hint, so such a reader (pkg/mcp's watcher, after ChangeFeedTTL/2)
+// has every stream read its own log instead.
 const ChangeFeedTTL = time.Minute
 
 // RegistryChanged is the id the change feed (Store.Changes) reports after
