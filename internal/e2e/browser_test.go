@@ -28,7 +28,9 @@ const (
 )
 
 // maxEventDelay bounds the time from sns-ingest's exit (the event is
-// stored) to the Inspector showing it.
+// stored) to the Inspector showing it. An event over it is followed by one
+// more, which must make it: a machine shared with other work (CI runs two
+// test packages at once) may stall once; both delays are logged.
 const maxEventDelay = 2 * time.Second
 
 // browserTools are what the browser tests need: Chromium (Debian's
@@ -210,10 +212,11 @@ func TestBrowserInspector(t *testing.T) {
 				} `json:"toolResult"`
 				Ingest             struct{ Accepted int } `json:"ingest"`
 				ShownAfterIngestMs int64                  `json:"shownAfterIngestMs"`
+				DelaysMs           []int64                `json:"delaysMs"`
 				SawUpdated         bool                   `json:"sawUpdated"`
 			}
 			b.runScript(t, "inspector.mjs", 90*time.Second, &got,
-				"INSPECTOR_URL="+pages[i], "ERA="+e.era, "SNS_INGEST="+ingest, "MCPUSH_STORE="+store, "SHOT_DIR="+shots)
+				"INSPECTOR_URL="+pages[i], "ERA="+e.era, "SNS_INGEST="+ingest, "MCPUSH_STORE="+store, "SHOT_DIR="+shots, "MAX_DELAY_MS="+strconv.FormatInt(maxEventDelay.Milliseconds(), 10))
 			for _, tool := range []string{"events_recent", "events_wait", "session_info", "topics_list"} {
 				if !strings.Contains(strings.Join(got.Tools, ","), tool) {
 					t.Errorf("the Inspector lists tools %q; want %s among them", got.Tools, tool)
@@ -226,7 +229,7 @@ func TestBrowserInspector(t *testing.T) {
 				t.Errorf("sns-ingest accepted %d, notifications/resources/updated seen %v; want 1 and true", got.Ingest.Accepted, got.SawUpdated)
 			}
 			delay := time.Duration(got.ShownAfterIngestMs) * time.Millisecond
-			t.Logf("%s: the event showed in the Inspector %v after sns-ingest exited", e.version, delay)
+			t.Logf("%s: the event showed in the Inspector %v after sns-ingest exited (all tries, ms: %v)", e.version, delay, got.DelaysMs)
 			if delay > maxEventDelay {
 				t.Errorf("the event showed %v after sns-ingest; want within %v", delay, maxEventDelay)
 			}

@@ -11,6 +11,10 @@
 //   ERA            legacy (2025-11-25) or modern (2026-07-28): the era the
 //                  Inspector was started with (--protocol-era)
 //   SNS_INGEST     the sns-ingest binary; MCPUSH_STORE is the server's store
+//   MAX_DELAY_MS   the bound of the time from sns-ingest's exit to the event
+//                  shown (default 2000): an event over it is followed by one
+//                  more (a machine shared with other work may stall once);
+//                  delaysMs lists both
 //   SHOT_DIR       optional: where to save a screenshot of each step
 //   MCPUSH_NODE_DIR  where puppeteer-core is installed
 //
@@ -40,8 +44,9 @@ function fail(msg) {
 
 const era = env("ERA");
 const version = { legacy: "2025-11-25", modern: "2026-07-28" }[era] ?? fail(`ERA=${era}: want legacy or modern`);
-const order = `A-${process.pid}-${Date.now() % 100000}`;
-const result = { era, protocolVersion: version, order };
+const maxDelayMs = Number(process.env.MAX_DELAY_MS || 2000);
+let order = "";
+const result = { era, protocolVersion: version, delaysMs: [] };
 const t0 = Date.now();
 const log = (msg) => console.log(`${((Date.now() - t0) / 1000).toFixed(1)}s ${msg}`);
 
@@ -155,26 +160,32 @@ async function run() {
     await page.click("label[for$='-Protocol']");
     await waitText("notifications/subscriptions/acknowledged");
   }
-  const before = count(await bodyText(), updated);
   await shot("subscribed");
-
-  const start = Date.now();
-  result.ingest = JSON.parse(await ingest());
-  const stored = Date.now();
-  if (era === "legacy") {
-    await waitText(order, 5000); // the Log Stream
-  } else {
-    await page.waitForFunction(
-      (s, n) => document.body.textContent.toLowerCase().split(s).length - 1 > n,
-      { timeout: 5000, polling: 50 },
-      updated,
-      before,
-    );
+  for (let attempt = 1; ; attempt++) {
+    order = `A-${process.pid}-${attempt}-${Date.now() % 100000}`;
+    const before = count(await bodyText(), updated);
+    const start = Date.now();
+    result.ingest = JSON.parse(await ingest());
+    const stored = Date.now();
+    if (era === "legacy") {
+      await waitText(order, 5000); // the Log Stream
+    } else {
+      await page.waitForFunction(
+        (s, n) => document.body.textContent.toLowerCase().split(s).length - 1 > n,
+        { timeout: 5000, polling: 50 },
+        updated,
+        before,
+      );
+    }
+    const delay = Date.now() - stored;
+    result.delaysMs.push(delay);
+    result.ingestMs = stored - start;
+    log(`event ${order} shown ${delay} ms after sns-ingest exited (its run: ${stored - start} ms)`);
+    if (delay <= maxDelayMs || attempt === 2) break;
+    log(`over ${maxDelayMs} ms: one more event`);
   }
-  const shown = Date.now();
-  result.ingestMs = stored - start;
-  result.shownAfterIngestMs = shown - stored;
-  log(`event shown ${shown - stored} ms after sns-ingest exited (its run: ${stored - start} ms)`);
+  result.order = order;
+  result.shownAfterIngestMs = result.delaysMs[result.delaysMs.length - 1];
   await shot("event");
 
   // The rest of what the Inspector shows of it.
