@@ -34,8 +34,18 @@ type eventData struct {
 	Sequence       int64           `json:"sequence"`
 	MessageID      string          `json:"messageId"`
 	ReceivedAt     time.Time       `json:"receivedAt"`
-	Payload        json.RawMessage `json:"payload"`
+	Data           json.RawMessage `json:"data"`
+	DataOmitted    bool            `json:"dataOmitted"`
+	Payload        json.RawMessage `json:"payload"` // data, from servers before data
 	PayloadOmitted bool            `json:"payloadOmitted"`
+}
+
+// body is the event's body and whether it was left out, under either name.
+func (d *eventData) body() (json.RawMessage, bool) {
+	if d.Data != nil || d.DataOmitted {
+		return d.Data, d.DataOmitted
+	}
+	return d.Payload, d.PayloadOmitted
 }
 
 // recentEvents is the structured result of the events_recent tool.
@@ -195,13 +205,14 @@ func (w *watcher) onMessage(ctx context.Context, cs *mcp.ClientSession, _ string
 	if ev.Sequence <= last {
 		return // printed already
 	}
-	if ev.Sequence > last+1 || ev.PayloadOmitted {
+	body, omitted := ev.body()
+	if ev.Sequence > last+1 || omitted {
 		// Missed events, or a payload too large for the notification:
 		// read them from the topic's log.
 		w.fill(ctx, cs, ev.Topic, ev.Sequence)
 		return
 	}
-	w.emit(&watchEvent{Type: "event", Topic: ev.Topic, Sequence: ev.Sequence, MessageID: ev.MessageID, ReceivedAt: ev.ReceivedAt, Data: ev.Payload})
+	w.emit(&watchEvent{Type: "event", Topic: ev.Topic, Sequence: ev.Sequence, MessageID: ev.MessageID, ReceivedAt: ev.ReceivedAt, Data: body})
 }
 
 // onUpdated reads a topic's new events when its resource changed. In the

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/mcpush/mcpush/pkg/mcp"
@@ -87,6 +88,36 @@ func Add(s *mcp.Server, store Store, opts *Options) {
 		Description: "The recent external events of a topic as JSON. Subscribe to be told of each new event.",
 		MimeType:    "application/json",
 	}, b.readTopic)
+	s.AddResourceLister(b.listTopics)
+}
+
+// MaxListedTopics bounds the topics that resources/list names as
+// events://<topic> resources: the most recently updated ones (all of them
+// stay readable and subscribable, and topics_list names every one).
+const MaxListedTopics = 1000
+
+// listTopics lists the known topics as concrete events://<topic>
+// resources, for resources/list (which pages them).
+func (b *tools) listTopics(ctx context.Context) ([]*mcp.Resource, error) {
+	ts, err := b.store.Topics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing topics: %w", err)
+	}
+	if len(ts) > MaxListedTopics {
+		slices.SortFunc(ts, func(a, b notify.Topic) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
+		ts = ts[:MaxListedTopics]
+	}
+	out := make([]*mcp.Resource, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, &mcp.Resource{
+			URI:         "events://" + t.Name,
+			Name:        t.Name,
+			Title:       "Events of " + t.Name,
+			Description: fmt.Sprintf("The recent events of topic %q as JSON (last sequence %d). Subscribe to be told of each new event.", t.Name, t.LastSeq),
+			MimeType:    "application/json",
+		})
+	}
+	return out, nil
 }
 
 type tools struct {

@@ -514,7 +514,20 @@ func (s *Server) listResources(ctx context.Context, raw json.RawMessage) (*ListR
 	for uri, r := range s.resources { // code wins over the registry
 		all[uri] = r.resource
 	}
+	listers := s.listers
 	s.mu.RUnlock()
+	for _, l := range listers {
+		rs, err := l(ctx)
+		if err != nil {
+			s.log.WarnContext(ctx, "listing resources", "err", err)
+			continue
+		}
+		for _, r := range rs {
+			if r != nil && all[r.URI] == nil {
+				all[r.URI] = r
+			}
+		}
+	}
 	rs, next, err := page(sortedKeys(all), func(k string) *Resource { return all[k] }, p.Cursor, s.opts.PageSize)
 	if err != nil {
 		return nil, err

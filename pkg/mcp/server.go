@@ -91,6 +91,7 @@ type Server struct {
 	resources map[string]*serverResource
 	templates map[string]*serverTemplate
 	prompts   map[string]*serverPrompt
+	listers   []ResourceLister // AddResourceLister
 
 	local   localRegistry // in-process fast paths; never the source of truth
 	regs    registryCache // this process's copy of the dynamic registries
@@ -239,6 +240,22 @@ func (s *Server) AddResourceTemplate(t *ResourceTemplate, h ResourceHandler) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.templates[t.URITemplate] = &serverTemplate{template: t, match: m.MatchString, handler: h}
+}
+
+// ResourceLister lists concrete resources that a program serves through a
+// resource template (events://orders for events://{topic}), for
+// resources/list. It must return a bounded list: the server pages it with
+// the rest.
+type ResourceLister func(ctx context.Context) ([]*Resource, error)
+
+// AddResourceLister adds l to the listers whose resources resources/list
+// serves after the registered and dynamic resources (a URI already listed
+// is not listed again). A lister's error is logged and its resources left
+// out of that list.
+func (s *Server) AddResourceLister(l ResourceLister) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listers = append(s.listers, l)
 }
 
 // AddPrompt registers a prompt.

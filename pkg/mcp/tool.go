@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,9 @@ func AddTool[In, Out any](s *Server, t *Tool, h TypedToolHandler[In, Out]) {
 			if err != nil {
 				return nil, fmt.Errorf("tool %q: encoding structured result: %w", t.Name, err)
 			}
+			if b, err = fitNulls(b, outResolved.Schema()); err != nil {
+				return nil, fmt.Errorf("tool %q: encoding structured result: %w", t.Name, err)
+			}
 			var v any
 			if err := json.Unmarshal(b, &v); err != nil {
 				return nil, err
@@ -75,6 +79,21 @@ func AddTool[In, Out any](s *Server, t *Tool, h TypedToolHandler[In, Out]) {
 	})
 }
 
+// fitNulls applies dropNulls to the JSON result b, re-encoding it (with its
+// numbers as they were) only when that changed something.
+func fitNulls(b []byte, s *jsonschema.Schema) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if !dropNulls(v, s) {
+		return b, nil
+	}
+	return json.Marshal(v)
+}
+
 // errorResult is a tool result that reports a tool-level error.
 func errorResult(msg string) *CallToolResult {
 	return &CallToolResult{IsError: true, Content: []Content{&TextContent{Text: msg}}}
@@ -89,6 +108,7 @@ func mustSchema[T any](tool, which string, given any) (any, *jsonschema.Resolved
 		if err != nil {
 			panic(fmt.Sprintf("mcp: AddTool(%q): inferring %s schema: %v", tool, which, err))
 		}
+		makePortable(schema, which == "output")
 	case *jsonschema.Schema:
 		schema = g
 	default:
@@ -111,12 +131,6 @@ func mustSchema[T any](tool, which string, given any) (any, *jsonschema.Resolved
 	return schema, resolved
 }
 
-// schemaOptions map types whose Go shape is not their JSON shape:
-// json.RawMessage holds any JSON value, not an array of bytes.
-var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[json.RawMessage](): {},
-}}
-
 // decodeArguments validates raw against the resolved input schema (after
 // applying its defaults) and decodes it into In.
 func decodeArguments[In any](raw json.RawMessage, resolved *jsonschema.Resolved) (In, error) {
@@ -131,6 +145,7 @@ func decodeArguments[In any](raw json.RawMessage, resolved *jsonschema.Resolved)
 	if !ok {
 		return in, fmt.Errorf("arguments must be a JSON object")
 	}
+	dropNulls(m, resolved.Schema()) // null is absent (see makePortable)
 	if err := resolved.ApplyDefaults(&m); err != nil {
 		return in, err
 	}

@@ -23,14 +23,22 @@ func EventLogger(topic string) string { return "events/" + topic }
 // EventData is the data of the notifications/message that carries an
 // event to a subscribed session.
 type EventData struct {
-	Topic      string          `json:"topic"`
-	Sequence   int64           `json:"sequence"`
-	MessageID  string          `json:"messageId"`
-	ReceivedAt time.Time       `json:"receivedAt"` // UTC, RFC 3339 with nanoseconds
-	Payload    json.RawMessage `json:"payload,omitempty"`
+	Topic      string    `json:"topic"`
+	Sequence   int64     `json:"sequence"`
+	MessageID  string    `json:"messageId"`
+	ReceivedAt time.Time `json:"receivedAt"` // UTC, RFC 3339 with nanoseconds
+	// Data is the event's body, named as the event tools, the
+	// events://<topic> resource and `mcpush watch --json` name it.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Payload is Data again, under the name that notifications carried
+	// before data; kept for the clients that read it (docs/events.md).
+	Payload json.RawMessage `json:"payload,omitempty"`
 	// PayloadOmitted is set, and Payload left out, when the notification
-	// with the payload would be larger than one stored item: the client
-	// reads the event from the events://<topic> resource instead.
+	// with the body twice would be larger than one stored item;
+	// DataOmitted is set, and Data left out too, when it would be even
+	// with the body once. The client then reads the event from the
+	// events://<topic> resource.
+	DataOmitted    bool `json:"dataOmitted,omitempty"`
 	PayloadOmitted bool `json:"payloadOmitted,omitempty"`
 }
 
@@ -70,10 +78,11 @@ func eventNotifications(ev *notify.TopicEvent, withMessage, omit bool) ([][]byte
 		return [][]byte{updated}, nil
 	}
 	data := &EventData{Topic: ev.Topic, Sequence: ev.Seq, MessageID: ev.MessageID,
-		ReceivedAt: ev.ReceivedAt.UTC(), Payload: ev.Data}
-	if data.Payload == nil {
-		data.Payload = json.RawMessage("null")
+		ReceivedAt: ev.ReceivedAt.UTC(), Data: ev.Data}
+	if data.Data == nil {
+		data.Data = json.RawMessage("null")
 	}
+	data.Payload = data.Data
 	msg := &notification{JSONRPC: "2.0", Method: "notifications/message",
 		Params: &messageParams{Level: "info", Logger: EventLogger(ev.Topic), Data: data}}
 	message, err := marshal(msg)
@@ -81,7 +90,15 @@ func eventNotifications(ev *notify.TopicEvent, withMessage, omit bool) ([][]byte
 		return nil, err
 	}
 	if omit || len(message) > notify.MaxItemBytes {
+		// The old name goes first: its readers read the event from
+		// events://<topic> when payloadOmitted says so.
 		data.Payload, data.PayloadOmitted = nil, true
+		if message, err = marshal(msg); err != nil {
+			return nil, err
+		}
+	}
+	if omit || len(message) > notify.MaxItemBytes {
+		data.Data, data.DataOmitted = nil, true
 		if message, err = marshal(msg); err != nil {
 			return nil, err
 		}

@@ -170,7 +170,7 @@ func TestEventNotificationsOversizePayload(t *testing.T) {
 	}
 	want := []string{updatedJSON("orders"),
 		`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"events/orders",` +
-			`"data":{"topic":"orders","sequence":7,"messageId":"m7","receivedAt":"2026-11-22T10:30:00.123456789Z","payloadOmitted":true}}}`}
+			`"data":{"topic":"orders","sequence":7,"messageId":"m7","receivedAt":"2026-11-22T10:30:00.123456789Z","dataOmitted":true,"payloadOmitted":true}}}`}
 	var gotS []string
 	for _, b := range got {
 		gotS = append(gotS, string(b))
@@ -388,7 +388,7 @@ func seqsOf(t *testing.T, msgs []string) (seqs []int64, omitted int) {
 		}
 		if m.Method == "notifications/message" {
 			seqs = append(seqs, m.Params.Data.Sequence)
-			if m.Params.Data.PayloadOmitted {
+			if m.Params.Data.DataOmitted {
 				omitted++
 			}
 		}
@@ -468,5 +468,38 @@ func TestFanOutNewSubscriber(t *testing.T) {
 	seqs, _ := seqsOf(t, stream(t, st, "s1"))
 	if diff := cmp.Diff([]int64{2, 3}, seqs); diff != "" {
 		t.Errorf("sequences (-want +got):\n%s", diff)
+	}
+}
+
+// TestEventNotificationsDataAndPayload: the event's body is "data", as in
+// the event tools and the resource, and "payload" too for the clients of
+// before; a body too large to fit twice keeps "data" and leaves "payload"
+// out (payloadOmitted), so that a body that fits once is still carried.
+func TestEventNotificationsDataAndPayload(t *testing.T) {
+	ev := &notify.TopicEvent{Topic: "orders", Seq: 7, MessageID: "m7", ReceivedAt: t0, Data: json.RawMessage(`{"id":1}`)}
+	got, err := EventNotifications(ev, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(messageJSON("orders", 7, "m7", `{"id":1}`), string(got[1])); diff != "" {
+		t.Errorf("message (-want +got):\n%s", diff)
+	}
+	big := `"` + strings.Repeat("a", notify.MaxItemBytes*2/3) + `"`
+	ev.Data = json.RawMessage(big)
+	got, err = EventNotifications(ev, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Params struct {
+			Data EventData `json:"data"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal(got[1], &m); err != nil {
+		t.Fatal(err)
+	}
+	if d := m.Params.Data; string(d.Data) != big || d.DataOmitted || d.Payload != nil || !d.PayloadOmitted {
+		t.Errorf("a body that fits once: data %d bytes (omitted %v), payload %d bytes (omitted %v); want data only",
+			len(d.Data), d.DataOmitted, len(d.Payload), d.PayloadOmitted)
 	}
 }

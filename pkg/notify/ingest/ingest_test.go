@@ -89,8 +89,8 @@ func updatedJSON(topic string) string {
 
 func messageJSON(topic string, seq int64, id string, payload string) string {
 	return fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","logger":"events/%s",`+
-		`"data":{"topic":"%s","sequence":%d,"messageId":"%s","receivedAt":"2026-11-22T10:30:00.123456789Z","payload":%s}}}`,
-		topic, topic, seq, id, payload)
+		`"data":{"topic":"%s","sequence":%d,"messageId":"%s","receivedAt":"2026-11-22T10:30:00.123456789Z","data":%s,"payload":%s}}}`,
+		topic, topic, seq, id, payload, payload)
 }
 
 const (

@@ -1,0 +1,101 @@
+package eventtools_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcpush/mcpush/internal/schemacheck"
+	"github.com/mcpush/mcpush/pkg/mcp"
+)
+
+// TestSchemasPortable: every event tool's input and output schema, as
+// tools/list serves them, is portable (internal/schemacheck: Gemini's
+// single-type dialect, OpenAI's strict function schemas).
+func TestSchemasPortable(t *testing.T) {
+	e := setup(t)
+	c := mcp.NewClient(&mcp.Implementation{Name: "schemas", Version: "1"}, &mcp.ClientOptions{NoStandaloneStream: true})
+	cs, err := c.Connect(context.Background(), e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	tools, err := cs.ListTools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools) == 0 {
+		t.Fatal("no tools listed")
+	}
+	for _, tl := range tools {
+		if p := schemacheck.Input(tl.InputSchema); len(p) > 0 {
+			t.Errorf("%s: input schema:\n  %s", tl.Name, strings.Join(p, "\n  "))
+		}
+		if tl.OutputSchema == nil {
+			t.Errorf("%s: no output schema", tl.Name)
+		} else if p := schemacheck.Output(tl.OutputSchema); len(p) > 0 {
+			t.Errorf("%s: output schema:\n  %s", tl.Name, strings.Join(p, "\n  "))
+		}
+	}
+}
+
+// TestTopicsListedAsResources: resources/list names each known topic as a
+// concrete events://<topic> resource (none before any event), paged with
+// the server's page size; and an argument given as null is taken as
+// absent, as the nullable schema accepted it before.
+func TestTopicsListedAsResources(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "resources", Version: "1"}, &mcp.ClientOptions{NoStandaloneStream: true})
+	cs, err := c.Connect(ctx, e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	if rs, err := cs.ListResources(ctx); err != nil || len(rs) != 0 {
+		t.Fatalf("resources/list with no events = %v, %v; want none", rs, err)
+	}
+	var want []string
+	for i := range 150 { // more than one page of 100
+		topic := fmt.Sprintf("t%03d", i)
+		want = append(want, "events://"+topic)
+		if _, _, err := e.store.AppendTopicEvent(ctx, topic, "m"+topic, time.Now(), json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var first mcp.ListResourcesResult
+	if err := cs.Call(ctx, "resources/list", map[string]any{}, &first); err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Resources) != 100 || first.NextCursor == "" {
+		t.Errorf("first page: %d resources, cursor %q; want 100 and a cursor", len(first.Resources), first.NextCursor)
+	}
+	rs, err := cs.ListResources(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.URI)
+		if r.MimeType != "application/json" || r.Name == "" {
+			t.Errorf("resource %+v", r)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("resources/list (-want +got):\n%s", diff)
+	}
+	res, err := cs.ReadResource(ctx, "events://t007")
+	if err != nil || len(res.Contents) != 1 {
+		t.Errorf("reading a listed resource: %v %v", res, err)
+	}
+
+	out, isErr, _ := e.call("events_recent", `{"topic":"t001","after":null}`)
+	if isErr {
+		t.Errorf("events_recent with after null: %s", out)
+	}
+}
