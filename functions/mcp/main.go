@@ -105,6 +105,7 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 	defer store.Close()
+	logger.Info("store", "store", storeconfig.Describe(spec))
 
 	var fix *fixtures
 	if name := os.Getenv("MCPUSH_FIXTURES"); name != "" {

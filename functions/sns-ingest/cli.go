@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
+	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 )
 
 // Exit statuses of the CLI.
@@ -112,7 +113,13 @@ func run(ctx context.Context, args []string, e *env) int {
 	sum, _ := in.Handle(ctx, ev) // the summary reports the errors, and Handle has logged them
 	enc := json.NewEncoder(e.stdout)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(sum); err != nil {
+	// The store, with a SQLite path made absolute: run from another
+	// directory, a relative path is another store.
+	out := struct {
+		ingest.Summary
+		Store string `json:"store"`
+	}{sum, storeconfig.Describe(storeSpec(e.getenv))}
+	if err := enc.Encode(out); err != nil {
 		e.logger.Error("sns-ingest: writing the summary", "err", err)
 		return exitUsage
 	}

@@ -93,10 +93,7 @@ func registryTools(getenv func(string) string) []string {
 // openStore opens the store named by MCPUSH_STORE, counted into a stats
 // file when MCPUSH_STORE_STATS is set.
 func openStore(ctx context.Context, getenv func(string) string, logger *slog.Logger) (notify.Store, error) {
-	spec := getenv("MCPUSH_STORE")
-	if spec == "" {
-		spec = storeconfig.DefaultSpec
-	}
+	spec := storeSpec(getenv)
 	shards, err := storeconfig.FeedShardsEnv(getenv)
 	if err != nil {
 		return nil, err
@@ -111,5 +108,14 @@ func openStore(ctx context.Context, getenv func(string) string, logger *slog.Log
 	if err != nil {
 		return nil, fmt.Errorf("MCPUSH_STORE=%q: %w", spec, err)
 	}
+	logger.Info("sns-ingest: store", "store", storeconfig.Describe(spec))
 	return store, nil
+}
+
+// storeSpec is MCPUSH_STORE, or the default store.
+func storeSpec(getenv func(string) string) string {
+	if spec := getenv("MCPUSH_STORE"); spec != "" {
+		return spec
+	}
+	return storeconfig.DefaultSpec
 }

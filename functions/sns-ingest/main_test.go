@@ -24,6 +24,7 @@ import (
 	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 )
 
 // TestMain runs main instead of the tests when SNS_INGEST_TEST_MAIN=1, so
@@ -107,13 +108,56 @@ func newTestEnv(t *testing.T) *testEnv {
 	return te
 }
 
-// run runs the CLI and returns its exit status and stdout.
+// run runs the CLI and returns its exit status and stdout, less the
+// summary's last member, the store, which it checks: the test's
+// MCPUSH_STORE (an absolute SQLite path, or a DynamoDB table).
 func (te *testEnv) run(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	te.stdout.Reset()
 	te.stderr.Reset()
 	code := run(context.Background(), args, &te.env)
-	return code, te.stdout.String()
+	out := te.stdout.String()
+	if out == "" {
+		return code, out
+	}
+	store := `,"store":"` + storeconfig.Describe(storeSpec(te.getenv)) + `"}` + "\n"
+	if !strings.HasSuffix(out, store) {
+		t.Errorf("summary %q does not end with the store %q", out, store)
+		return code, out
+	}
+	return code, strings.TrimSuffix(out, store) + "}\n"
+}
+
+// TestSummaryStoreAbsolute: the summary names the store it wrote to with
+// an absolute path, whatever the directory the command ran in and however
+// MCPUSH_STORE named it.
+func TestSummaryStoreAbsolute(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	te := newTestEnv(t)
+	te.getenv = func(k string) string {
+		if k == "MCPUSH_STORE" {
+			return "sqlite:rel/mcpush.db"
+		}
+		return ""
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "rel"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	te.stdout.Reset()
+	if code := run(context.Background(), []string{"-topic", "t", "-message", "m"}, &te.env); code != exitOK {
+		t.Fatalf("exit %d: %s", code, te.stderr.String())
+	}
+	var sum struct {
+		Accepted int    `json:"accepted"`
+		Store    string `json:"store"`
+	}
+	if err := json.Unmarshal(te.stdout.Bytes(), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if want := "sqlite:" + filepath.Join(dir, "rel", "mcpush.db"); sum.Accepted != 1 || sum.Store != want {
+		t.Errorf("summary %s; want accepted 1 and store %q", te.stdout.String(), want)
+	}
 }
 
 func (te *testEnv) store(t *testing.T) notify.Store {
@@ -303,7 +347,7 @@ func TestMainCLI(t *testing.T) {
 		wantCode int
 		want     string
 	}{
-		{[]string{"-event", "testdata/event.json"}, 0, `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`},
+		{[]string{"-event", "testdata/event.json"}, 0, `{"accepted":1,"duplicates":0,"rejected":0,"failed":0,"store":"sqlite:` + db + `"}`},
 		{[]string{"-event", "testdata/batch-with-bad-record.json"}, 1, `{"accepted":2,"duplicates":0,"rejected":1,"failed":0,"errors":`},
 		{[]string{"-topic", "t"}, 2, ``},
 	} {

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -92,6 +93,19 @@ func FeedShardsEnv(getenv func(string) string) (int, error) {
 // endpoint locally, so the SDK looks for instance credentials, or a
 // firewalled one) would otherwise hang the first request for 20 s.
 const DefaultCheckTimeout = 5 * time.Second
+
+// Describe returns spec as a person should see it where a program says
+// which store it uses: a SQLite path made absolute (a relative path is
+// relative to the current directory, so that a program started elsewhere
+// opens another store), anything else as it is.
+func Describe(spec string) string {
+	if path, ok := strings.CutPrefix(spec, "sqlite:"); ok && path != "" {
+		if abs, err := filepath.Abs(path); err == nil {
+			return "sqlite:" + abs
+		}
+	}
+	return spec
+}
 
 // Open opens the store named by spec.
 func Open(ctx context.Context, spec string, opts *Options) (notify.Store, error) {
