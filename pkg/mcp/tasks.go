@@ -565,6 +565,9 @@ func (e *taskEngine) update(ctx context.Context, t *notify.Task, raw json.RawMes
 		}
 		return true
 	})
+	if errors.Is(err, notify.ErrTooLarge) {
+		return nil, Errorf(CodeInvalidParams, "invalid params: these inputResponses would make the task's stored record larger than %d bytes (the request and every answer so far)", notify.MaxItemBytes)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -807,6 +810,14 @@ func (e *taskEngine) finish(ctx context.Context, principal, id string, result an
 		}
 		return true
 	})
+	if errors.Is(err, notify.ErrTooLarge) && failure == nil {
+		// The result fits its own limit but not the record with the
+		// request: the task fails, saying so, instead of staying
+		// working until its lease reports a crash.
+		e.finish(ctx, principal, id, nil, Errorf(CodeInternalError,
+			"internal error: the task's result (%d bytes) and its request do not fit in one stored record (%d bytes at most)", len(raw), notify.MaxItemBytes))
+		return
+	}
 	if err != nil && !errors.Is(err, notify.ErrNotFound) {
 		e.srv.log.ErrorContext(ctx, "ending a task", "task", id, "err", err)
 	}

@@ -509,3 +509,31 @@ func TestTaskQueued(t *testing.T) {
 	taskCall(t, p.url, "", "tasks/cancel", blocker, `"taskId":"`+blocker+`"`, tasksCaps)
 	waitStatus(t, p.url, "", queued, "completed")
 }
+
+// TestTaskRecordTooLarge: a result that fits its own limit but not the
+// stored record with the request (200 KB of arguments echoed) ends the
+// task failed at once, saying why, instead of leaving it working until
+// its lease reports a crash; a tasks/update whose answers would not fit
+// is -32602 naming the limit, and the task still waits for its input.
+func TestTaskRecordTooLarge(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	p := newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{Lease: time.Minute})
+	big := strings.Repeat("x", 200_000)
+	id := startTask(t, p.url, "alice", "echo", `{"big":"`+big+`"}`)
+	res := waitStatus(t, p.url, "alice", id, "failed")
+	if msg, _ := res["statusMessage"].(string); !strings.Contains(msg, "do not fit in one stored record") {
+		t.Errorf("statusMessage %q, want the record bound", msg)
+	}
+
+	id = startTask(t, p.url, "alice", "ask", `{}`)
+	res = waitStatus(t, p.url, "alice", id, "input_required")
+	var key string
+	for k := range res["inputRequests"].(map[string]any) {
+		key = k
+	}
+	r := taskCall(t, p.url, "alice", "tasks/update", id, `"taskId":"`+id+`","inputResponses":{"`+key+`":{"action":"accept","content":{"v":"`+strings.Repeat("y", 360_000)+`"}}}`, tasksCaps)
+	if r.Error == nil || r.Error.Code != mcp.CodeInvalidParams || !strings.Contains(r.Error.Message, "larger than 358400 bytes") {
+		t.Errorf("tasks/update too large: %+v, want -32602 naming the limit", r.Error)
+	}
+	waitStatus(t, p.url, "alice", id, "input_required")
+}
