@@ -31,9 +31,10 @@ type Challenger interface {
 
 // ExpiringAuthenticator is implemented by Authenticators whose
 // credentials expire, such as an OAuth bearer token (its "exp"). A held
-// stream (a GET stream, a listen stream) opened with them ends when they
-// expire, as it does at a deadline: a GET stream with "retry:", a listen
-// stream parked, with the empty listen result. The client comes back
+// stream (a GET stream, a resumed POST stream, a listen stream) opened
+// with them ends when they expire, as it does at a deadline: a GET or
+// POST stream with "retry:", a listen stream parked, with the empty
+// listen result. The client comes back
 // with fresh credentials, which are checked again.
 type ExpiringAuthenticator interface {
 	Authenticator

@@ -106,7 +106,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 	if resumable {
 		id := eventID(stream, after)
 		if stream == getStream {
-			id = getEventID(after, mine, h.srv.opts.Now().UnixNano())
+			id = getEventID(after, mine, time.Now().UnixNano())
 		}
 		if sse.prime(id, h.opts.RetryInterval) != nil {
 			return
@@ -225,16 +225,16 @@ func (g *getSource) upkeepIn(time.Time) time.Duration { return noUpkeep }
 func (g *getSource) upkeep(context.Context) {}
 
 func (g *getSource) finish(ctx context.Context, sse *sseWriter, why heldEnd) {
-	g.mark(ctx)
 	switch why {
 	case endIdle:
 		// The client comes back after the retry interval, from where the
 		// log was read (past any control records), and its reconnection
-		// checks once.
-		sse.prime(getEventID(g.after, g.mine, g.h.srv.opts.Now().UnixNano()), g.h.opts.RetryInterval)
+		// checks once. The nonce differs on every stream (wall clock).
+		sse.prime(getEventID(g.after, g.mine, time.Now().UnixNano()), g.h.opts.RetryInterval)
 	case endDeadline:
 		sse.retry(g.h.opts.RetryInterval)
 	}
+	g.mark(ctx)
 }
 
 // idleRegistryAge is how old this process's registry hashes may be for an

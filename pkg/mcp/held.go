@@ -29,7 +29,8 @@ import (
 //     (ExpiringAuthenticator) and on shutdown;
 //  4. register with the process's watcher (watch.go) before the first
 //     wait, and read once more after registering: nothing committed
-//     between the last read and the registration is missed;
+//     between the last read and the registration is missed (a resumed
+//     POST stream does not register: it polls every PollInterval);
 //  5. wait for the first of: the watcher's wake-up (the change feed
 //     named the session), the keepalive, the end of the hold, the
 //     stream's own check (idleCheck), the source's upkeep, a read retry
@@ -139,19 +140,20 @@ func (hs *heldStream) run(ctx context.Context) (why heldEnd) {
 	now := s.opts.Now
 	defer func() { hs.src.finish(ctx, hs.sse, why) }()
 
-	start := now()
 	var deadline <-chan time.Time
 	d, ok := h.streamDeadline(ctx)
-	if exp, has := credentialsExpiry(ctx); has && (!ok || exp.Sub(start) < time.Until(d)) {
-		// The credentials expire first (on the server's clock): the
-		// client comes back with fresh ones.
-		d, ok = time.Now().Add(exp.Sub(start)), true
+	if exp, has := credentialsExpiry(ctx); has && (!ok || exp.Before(d)) {
+		// The credentials expire first (on the wall clock, as the
+		// Authenticator judges them): the client comes back with fresh
+		// ones.
+		d, ok = exp, true
 	}
 	if ok {
 		t := time.NewTimer(time.Until(d))
 		defer t.Stop()
 		deadline = t.C
 	}
+	start := now()
 	lastWrite, lastPoll, active := start, start, start
 	if hs.startIdle {
 		active = active.Add(-hs.hold)
@@ -224,9 +226,12 @@ func (hs *heldStream) run(ctx context.Context) (why heldEnd) {
 			}
 			lastWrite = t
 		}
-		if !watching && register() {
-			poll = true
-			continue
+		if !watching {
+			if register() {
+				poll = true
+				continue
+			}
+			t = now() // the registration may have taken a while
 		}
 		// Sleep until the next of: the keepalive, the end of the hold,
 		// the next poll (without a watcher) or own check and upkeep (with

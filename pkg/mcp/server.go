@@ -21,7 +21,9 @@ type ServerOptions struct {
 	Instructions string
 	// Logger receives the server's own logs. Default: slog.Default().
 	Logger *slog.Logger
-	// Now is the clock. Default: time.Now.
+	// Now is the clock: expiries, and the held streams' holds,
+	// keepalives, own checks and read retries (a clock that does not
+	// advance holds them still). Default: time.Now.
 	Now func() time.Time
 	// NewSessionID returns a new session id with at least 128 random bits.
 	// Default: 16 bytes from crypto/rand, base64url.

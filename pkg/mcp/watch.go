@@ -179,7 +179,7 @@ func (w *watcher) loop(hashes map[string]string) {
 			return
 		}
 		cursor, last := w.cursor, w.lastRead
-		busy := w.alwaysBusy > 0 || time.Now().Before(w.busyUntil)
+		busy := w.alwaysBusy > 0 || s.opts.Now().Before(w.busyUntil) // busyUntil is on the streams' clock
 		w.mu.Unlock()
 		interval := s.opts.PollInterval
 		if !busy {
