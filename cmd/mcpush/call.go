@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"io"
 	"strings"
 
@@ -193,6 +194,14 @@ func newProgressRenderer(e *env, name string) *progressRenderer {
 	return &progressRenderer{w: e.stderr, tty: e.tty, name: name}
 }
 
+// percent is progress/total in whole percent, never above 100% (a
+// server's progress may pass its total) and 100% only when it is reached
+// (99.6% is 99%).
+func percent(progress, total float64) string {
+	pc := math.Floor(100 * progress / total)
+	return fmt.Sprintf("%.0f%%", max(0, min(pc, 100)))
+}
+
 // barScale is the bar's resolution: progress/total in thousandths.
 const barScale = 1000
 
@@ -200,7 +209,7 @@ func (p *progressRenderer) update(pp *mcp.ProgressParams) {
 	if !p.tty {
 		line := fmt.Sprintf("progress: %s", fmtNum(pp.Progress))
 		if pp.Total > 0 {
-			line += fmt.Sprintf("/%s (%.0f%%)", fmtNum(pp.Total), 100*pp.Progress/pp.Total)
+			line += fmt.Sprintf("/%s (%s)", fmtNum(pp.Total), percent(pp.Progress, pp.Total))
 		}
 		if pp.Message != "" {
 			line += " " + pp.Message

@@ -46,7 +46,7 @@ const defaultURL = "http://127.0.0.1:8080/mcp"
 const usage = `usage: mcpush [flags] COMMAND [flags] [args] [-- args]
 
 commands:
-  tools                       list the server's tools
+  tools [--json]              list the server's tools (--json: as the server lists them)
   call NAME [key=value ...]   call a tool and print its structured content as JSON
                               (key:=JSON passes a raw JSON value); a tool the server
                               runs as a task (--protocol 2026) is waited for, its
@@ -56,11 +56,15 @@ commands:
         [--json]              as they arrive (one JSON object per line with --json)
   publish --topic-arn ARN --message M [--endpoint-url URL] [--region R]
                               publish to an SNS topic
-  login [--client-id ID [--client-secret S]] [--scope S] [--port P]
+  login [--client-id ID [--client-secret S]] [--scope S] [--port P] [--redirect-host H]
                               sign in to an OAuth-protected server: in the browser
                               (authorization code with PKCE), or with --client-secret
                               as a machine (client credentials); the other commands
-                              then use the kept token (refreshed as it expires)
+                              then use the kept token (refreshed as it expires);
+                              --redirect-host: the loopback redirect's host
+                              (default 127.0.0.1; localhost where a client was
+                              registered with it)
+  help                        print this help
 
 Flags go anywhere after mcpush: before or after the command, the tool name
 and the tool arguments; -- ends the flags (what follows are arguments).
@@ -147,14 +151,39 @@ func run(ctx context.Context, args []string, e *env) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(e.stderr, "mcpush: %v\n\n%s", err, usage)
+		fmt.Fprintf(e.stderr, "mcpush: %v\nrun 'mcpush help' for usage\n", err)
 		return 2
-	case ctx.Err() != nil && errors.Is(err, context.Canceled):
-		return 130 // interrupted
+	case ctx.Err() != nil:
+		// Interrupted (ctx is cancelled by SIGINT or SIGTERM only),
+		// whatever the error the interruption caused: a 2026 call's
+		// stream, cut, ends "before the response".
+		return 130
 	default:
 		fmt.Fprintf(e.stderr, "mcpush: %v\n", err)
+		if h := hint(err); h != "" {
+			fmt.Fprintf(e.stderr, "hint: %s\n", h)
+		}
 		return 1
 	}
+}
+
+// hint is what to do about err, for the errors a newcomer meets: a server
+// that wants a login, a capability the server needs, an unknown tool.
+func hint(err error) string {
+	var he *mcp.HTTPError
+	if errors.As(err, &he) && he.Status == http.StatusUnauthorized {
+		return "the server wants a login: run 'mcpush login --url URL' (docs/auth.md), or pass --header 'Authorization: Bearer TOKEN'"
+	}
+	var re *mcp.Error
+	if errors.As(err, &re) {
+		switch {
+		case re.Code == mcp.CodeMissingRequiredClientCapability:
+			return "the server needs a client capability this command did not declare (tasks: --protocol 2026)"
+		case re.Code == mcp.CodeInvalidParams && strings.Contains(re.Message, "unknown tool"):
+			return "'mcpush tools' lists the server's tools"
+		}
+	}
+	return ""
 }
 
 func runErr(ctx context.Context, args []string, e *env) error {
@@ -173,6 +202,10 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		return fmt.Errorf("%w: no command", errUsage)
 	}
 	cmd, rest := global.Arg(0), global.Args()[1:]
+	if cmd == "help" {
+		fmt.Fprint(e.stdout, usage)
+		return nil
+	}
 	fs := flag.NewFlagSet("mcpush "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.register(fs)
@@ -200,6 +233,7 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		return c.oneShot(ctx, func(ctx context.Context) error { return cmdTools(ctx, e, c, *asJSON) })
 	case "call":
 		noWait := fs.Bool("no-wait", false, "print the task id of a call the server runs as a task, and return")
+		fs.Bool("json", true, "print the structured content as JSON (what call always does)")
 		pos, err := parseCmd(-1)
 		if err != nil {
 			return err
