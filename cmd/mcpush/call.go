@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/mcpush/mcpush/pkg/mcp"
