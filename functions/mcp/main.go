@@ -123,6 +123,7 @@ func run(logger *slog.Logger) error {
 		{"MCPUSH_SESSION_TTL", &opts.SessionIdleTimeout},
 		{"MCPUSH_TASK_TTL", &opts.Limits.TaskTTL},
 		{"MCPUSH_TASK_LEASE", &opts.Tasks.Lease},
+		{"MCPUSH_TASK_TIMEOUT", &opts.Tasks.Timeout},
 	} {
 		if *d.dst, err = serve.DurationEnv(os.Getenv, d.name); err != nil {
 			return err

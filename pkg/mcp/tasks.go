@@ -85,6 +85,11 @@ type TaskOptions struct {
 	CheckInterval time.Duration
 	// PollInterval is the pollIntervalMs a client is told. Default: 500ms.
 	PollInterval time.Duration
+	// Timeout bounds a task's work, counted from the task's creation
+	// (input rounds included): work still running then is stopped and
+	// the task fails, saying so, while its record is still readable.
+	// Default: half of Limits.TaskTTL; at most nine tenths of it.
+	Timeout time.Duration
 }
 
 // TaskRunner starts the work of a task, which Server.RunTask does; it
@@ -184,12 +189,23 @@ func newTaskEngine(s *Server) *taskEngine {
 	if o.PollInterval <= 0 {
 		o.PollInterval = 500 * time.Millisecond
 	}
+	if ttl := s.opts.Limits.TaskTTL; o.Timeout <= 0 || o.Timeout > ttl*9/10 {
+		if o.Timeout <= 0 {
+			o.Timeout = ttl / 2
+		} else {
+			o.Timeout = ttl * 9 / 10
+		}
+	}
 	e := &taskEngine{srv: s, store: ts, opts: o, limits: s.opts.Limits, workers: make(chan struct{}, o.Workers), running: map[string]context.CancelFunc{}}
 	if e.opts.Runner == nil {
 		e.opts.Runner = localRunner{e}
 	}
 	return e
 }
+
+// errTaskTimeout is the cause of the context of work stopped by
+// TaskOptions.Timeout.
+var errTaskTimeout = errors.New("the task's execution timeout passed")
 
 func taskKey(principal, id string) string { return principal + "\x00" + id }
 
@@ -618,6 +634,9 @@ func (s *Server) RunTask(ctx context.Context, principal, id string) error {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	deadline := claimed.CreatedAt.Add(e.opts.Timeout)
+	ctx, stop := context.WithDeadlineCause(ctx, deadline, errTaskTimeout)
+	defer stop()
 	key := taskKey(principal, id)
 	e.mu.Lock()
 	e.running[key] = cancel
@@ -636,6 +655,11 @@ func (s *Server) RunTask(ctx context.Context, principal, id string) error {
 		// The process or invocation ends before the work did (on
 		// Lambda: the function timeout is near).
 		e.finish(ctx, principal, id, nil, Errorf(CodeInternalError, "internal error: the task's work did not finish before the process running it had to stop (%v); on Lambda, work must end within the function timeout", context.Cause(parent)))
+		return nil
+	}
+	if context.Cause(ctx) == errTaskTimeout {
+		e.finish(context.WithoutCancel(ctx), principal, id, nil, Errorf(CodeInternalError,
+			"internal error: the task's work ran longer than %v, the tasks' execution timeout (MCPUSH_TASK_TIMEOUT)", e.opts.Timeout))
 		return nil
 	}
 	if ctx.Err() != nil {

@@ -537,3 +537,22 @@ func TestTaskRecordTooLarge(t *testing.T) {
 	}
 	waitStatus(t, p.url, "alice", id, "input_required")
 }
+
+// TestTaskTimeout: work that runs past the execution timeout is stopped
+// and its task ends failed, saying so, long before its lifetime ends (it
+// used to be cancelled at the lifetime and then not found).
+func TestTaskTimeout(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tasks.db")
+	p := newTaskProc(t, db, mcp.Limits{TaskTTL: time.Minute}, mcp.TaskOptions{Timeout: 300 * time.Millisecond})
+	id := startTask(t, p.url, "alice", "block", `{}`)
+	<-p.started
+	res := waitStatus(t, p.url, "alice", id, "failed")
+	if msg, _ := res["statusMessage"].(string); !strings.Contains(msg, "ran longer than 300ms") {
+		t.Errorf("statusMessage %q, want the execution timeout", msg)
+	}
+	select {
+	case <-p.cancelled:
+	case <-time.After(5 * time.Second):
+		t.Error("the work was not stopped")
+	}
+}
