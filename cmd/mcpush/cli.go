@@ -54,6 +54,12 @@ commands:
   task get|cancel ID          print a task as JSON, or cancel it (protocol 2026)
   watch [--topic T ...]       subscribe to events://T and print events and list_changed
         [--json]              as they arrive (one JSON object per line with --json)
+  events list [--json]        list the server's event types (the Events extension)
+  events poll NAME [key=value ...] [--cursor C] [--max-events N] [--follow]
+                              poll an event type (arguments filter on the events'
+                              data) and print the result as JSON; without --cursor
+                              from now; --follow polls until interrupted, one JSON
+                              line per event, then prints the cursor to resume from
   publish --topic-arn ARN --message M [--endpoint-url URL] [--region R]
                               publish to an SNS topic
   login [--client-id ID [--client-secret S]] [--scope S] [--port P] [--redirect-host H]
@@ -251,6 +257,26 @@ func runErr(ctx context.Context, args []string, e *env) error {
 			return fmt.Errorf("%w: task takes get ID or cancel ID", errUsage)
 		}
 		return c.oneShot(ctx, func(ctx context.Context) error { return cmdTask(ctx, e, c, pos[0], pos[1]) })
+	case "events":
+		asJSON := fs.Bool("json", false, "events list: print the event types as JSON")
+		f := &eventsFlags{}
+		fs.StringVar(&f.cursor, "cursor", "", "events poll: the cursor to poll from (default: now)")
+		fs.IntVar(&f.maxEvents, "max-events", 0, "events poll: at most this many events a poll")
+		fs.BoolVar(&f.follow, "follow", false, "events poll: poll until interrupted, one JSON line per event")
+		pos, err := parseCmd(-1)
+		if err != nil {
+			return err
+		}
+		switch {
+		case len(pos) == 1 && pos[0] == "list":
+			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsList(ctx, e, c, *asJSON) })
+		case len(pos) >= 2 && pos[0] == "poll":
+			if f.follow {
+				return cmdEventsPoll(ctx, e, c, pos[1], pos[2:], f)
+			}
+			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsPoll(ctx, e, c, pos[1], pos[2:], f) })
+		}
+		return fmt.Errorf("%w: events takes list, or poll NAME [key=value ...]", errUsage)
 	case "watch":
 		var topics topicsFlag
 		fs.Var(&topics, "topic", "a topic to subscribe to (repeatable)")

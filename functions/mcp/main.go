@@ -113,7 +113,7 @@ func run(logger *slog.Logger) error {
 			return err
 		}
 	}
-	opts := &mcp.ServerOptions{Logger: logger, DynamicRegistries: true}
+	opts := &mcp.ServerOptions{Logger: logger, DynamicRegistries: true, Events: true}
 	for _, d := range []struct {
 		name string
 		dst  *time.Duration

@@ -291,6 +291,11 @@ func (c *Client) capabilities() json.RawMessage {
 	if c.opts.RootsHandler != nil {
 		caps["roots"] = map[string]any{"listChanged": false}
 	}
+	if len(c.handlersFor(methodEventsListChanged)) > len(c.handlersFor("")) {
+		// A handler of the Events extension's notification: the client
+		// understands the extension (client_events.go).
+		caps["extensions"] = map[string]any{EventsExtension: map[string]any{}}
+	}
 	b, _ := json.Marshal(caps)
 	return b
 }

@@ -340,6 +340,9 @@ func (cs *ClientSession) warnUndeclared(method string) {
 		declared = caps.Resources != nil && caps.Resources.Subscribe
 	case "notifications/message":
 		declared = caps.Logging != nil
+	case methodEventsListChanged:
+		ev, _ := caps.Extensions[EventsExtension].(map[string]any)
+		declared = ev["listChanged"] == true
 	default:
 		return
 	}

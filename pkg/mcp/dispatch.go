@@ -376,6 +376,8 @@ func (s *Server) dispatch(ctx context.Context, ss *ServerSession, m *Message) (a
 		return s.callTool(ctx, ss, m.Params)
 	case "tasks/get", "tasks/update", "tasks/cancel":
 		return s.dispatchTasks(ctx, ss, m)
+	case "events/list", "events/poll", "events/stream", "events/subscribe", "events/unsubscribe":
+		return s.dispatchEvents(ctx, ss, m)
 	case "resources/list":
 		return s.listResources(ctx, m.Params)
 	case "resources/templates/list":

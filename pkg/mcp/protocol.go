@@ -54,6 +54,9 @@ type ServerCapabilities struct {
 	Resources   *ResourcesCapability `json:"resources,omitempty"`
 	Tools       *ListChangedCap      `json:"tools,omitempty"`
 	Extensions  map[string]any       `json:"extensions,omitempty"`
+	// Events is ChatGPT's top-level declaration of the Events extension
+	// (its "MCP Events" profile); SEP-3415 declares it in Extensions.
+	Events *struct{} `json:"events,omitempty"`
 }
 
 // ListChangedCap declares a feature and whether list_changed is sent for it.

@@ -12,7 +12,7 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// Dynamic registries: tools, resources and prompts published through SNS
+// Dynamic registries: tools, resources, prompts and event types published through SNS
 // live in the store with a content hash each. A Server with
 // DynamicRegistries serves them beside the features registered in code,
 // and sends each session one list_changed per change.
@@ -28,6 +28,7 @@ var listChangedMethod = map[string]string{
 	notify.RegistryTools:     "notifications/tools/list_changed",
 	notify.RegistryResources: "notifications/resources/list_changed",
 	notify.RegistryPrompts:   "notifications/prompts/list_changed",
+	notify.RegistryEvents:    methodEventsListChanged,
 }
 
 // registryCache holds this process's copy of the dynamic registries. Once
@@ -154,7 +155,8 @@ func (s *Server) notifyChangesAged(ctx context.Context, ss *ServerSession, maxAg
 	if err != nil {
 		return err
 	}
-	if !differs(hashes, ss.state.NotifiedHashes) {
+	kinds := s.notifiedKinds(ss)
+	if !differs(kinds, hashes, ss.state.NotifiedHashes) {
 		return nil
 	}
 	// The cache may be older than the session's baseline (a session
@@ -163,7 +165,7 @@ func (s *Server) notifyChangesAged(ctx context.Context, ss *ServerSession, maxAg
 	if hashes, err = s.registryHashes(ctx, true); err != nil {
 		return err
 	}
-	for _, kind := range registryKinds {
+	for _, kind := range kinds {
 		cur, last := hashes[kind], ss.state.NotifiedHashes[kind]
 		if cur == last {
 			continue
@@ -193,8 +195,8 @@ func (s *Server) notifyChangesAged(ctx context.Context, ss *ServerSession, maxAg
 	return nil
 }
 
-func differs(cur, notified map[string]string) bool {
-	for _, kind := range registryKinds {
+func differs(kinds []string, cur, notified map[string]string) bool {
+	for _, kind := range kinds {
 		if cur[kind] != notified[kind] {
 			return true
 		}

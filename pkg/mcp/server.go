@@ -53,6 +53,14 @@ type ServerOptions struct {
 	// features registered in code, declares listChanged for all three, and
 	// sends each session exactly one list_changed per change.
 	DynamicRegistries bool
+	// Events serves the Events extension (io.modelcontextprotocol/events,
+	// SEP-3415: events/list, events/poll) with the event types of the
+	// events registry, and declares it in server/discover and initialize.
+	// It needs DynamicRegistries, and is off without it.
+	Events bool
+	// EventsPollInterval is the nextPollMs of an events/poll result that
+	// returned no events (one that did says 1 s). Default: 5 s.
+	EventsPollInterval time.Duration
 	// RegistryTools, if set, are the only tools registered in code that a
 	// tools registry item may enable, disable or re-describe; items naming
 	// others are ignored. Nil means every tool registered in code. (The
@@ -195,6 +203,9 @@ func NewServer(impl *Implementation, store notify.Store, opts *ServerOptions) *S
 		s.opts.CancelWatchAfter = 200 * time.Millisecond
 	}
 	s.opts.Limits = s.opts.Limits.withDefaults()
+	if s.opts.EventsPollInterval <= 0 {
+		s.opts.EventsPollInterval = 5 * time.Second
+	}
 	if s.opts.StateTTL <= 0 {
 		s.opts.StateTTL = 10 * time.Minute
 	}
@@ -284,6 +295,7 @@ func (s *Server) capabilities() *ServerCapabilities {
 	if s.opts.CompletionHandler != nil {
 		caps.Completions = &struct{}{}
 	}
+	s.addEventsCapability(caps)
 	return caps
 }
 

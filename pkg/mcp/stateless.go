@@ -46,7 +46,10 @@ type DiscoverResult struct {
 func (s *Server) discover() *DiscoverResult {
 	caps := s.capabilities()
 	if s.tasks != nil {
-		caps.Extensions = map[string]any{TasksExtension: struct{}{}}
+		if caps.Extensions == nil {
+			caps.Extensions = map[string]any{}
+		}
+		caps.Extensions[TasksExtension] = struct{}{}
 	}
 	return &DiscoverResult{
 		SupportedVersions: AllProtocolVersions(),

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/mcpush/mcpush/pkg/mcp"
+)
+
+// eventsFlags are the flags of mcpush events poll.
+type eventsFlags struct {
+	cursor    string
+	maxEvents int
+	follow    bool
+}
+
+// cmdEventsList prints the server's event types (events/list): one line
+// each (name, delivery modes, description), or JSON with asJSON.
+func cmdEventsList(ctx context.Context, e *env, c *common, asJSON bool) error {
+	cs, err := connectOneShot(ctx, e, c)
+	if err != nil {
+		return err
+	}
+	defer closeSession(ctx, cs)
+	types, err := cs.ListEvents(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(e.stdout, types, true)
+	}
+	for _, t := range types {
+		fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", t.Name, strings.Join(t.Delivery, ","), t.Description)
+	}
+	return nil
+}
+
+// cmdEventsPoll polls event type name with arguments args (key=value,
+// key:=JSON, typed by the event type's inputSchema). One poll prints its
+// result as JSON; with --follow it polls until interrupted (the server's
+// nextPollMs, at least 1 s apart; a backlog at once), printing each event
+// as one JSON line, and says on stderr the cursor to resume from
+// (--cursor). Without --cursor it starts from now.
+func cmdEventsPoll(ctx context.Context, e *env, c *common, name string, args []string, f *eventsFlags) error {
+	cs, err := connectOneShot(ctx, e, c)
+	if err != nil {
+		return err
+	}
+	defer closeSession(ctx, cs)
+	var schema *inputSchema
+	if len(args) > 0 {
+		types, err := cs.ListEvents(ctx)
+		if err != nil {
+			return err
+		}
+		for _, t := range types {
+			if t.Name == name {
+				schema = &inputSchema{}
+				if json.Unmarshal(t.InputSchema, schema) != nil {
+					schema = nil
+				}
+			}
+		}
+	}
+	arguments, err := parseArgs(args, schema)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	p := mcp.PollEventsParams{Name: name}
+	if len(arguments) > 0 {
+		if p.Arguments, err = json.Marshal(arguments); err != nil {
+			return err
+		}
+	}
+	if f.cursor != "" {
+		p.Cursor = &f.cursor
+	}
+	if f.maxEvents > 0 {
+		p.MaxEvents = &f.maxEvents
+	}
+	if !f.follow {
+		res, err := cs.PollEvents(ctx, &p)
+		if err != nil {
+			return err
+		}
+		return writeJSON(e.stdout, res, true)
+	}
+	var last *string
+	err = cs.PollLoop(ctx, p, nil, func(res *mcp.PollEventsResult) error {
+		if res.Truncated {
+			fmt.Fprintln(e.stderr, "mcpush: events were skipped (truncated): the cursor was older than what the server keeps")
+		}
+		for _, ev := range res.Events {
+			if err := writeJSON(e.stdout, ev, false); err != nil {
+				return err
+			}
+		}
+		last = res.Cursor
+		return nil
+	})
+	if last != nil {
+		fmt.Fprintln(e.stderr, "cursor: "+*last)
+	}
+	return err
+}
+
+// connectOneShot connects a client without a standalone stream.
+func connectOneShot(ctx context.Context, e *env, c *common) (*mcp.ClientSession, error) {
+	client, err := newClient(ctx, e, c, &mcp.ClientOptions{NoStandaloneStream: true})
+	if err != nil {
+		return nil, err
+	}
+	return client.Connect(ctx, c.url)
+}
