@@ -56,7 +56,7 @@ func TestClientEvents(t *testing.T) {
 			got   []string
 			polls []time.Time
 		)
-		floor := 150 * time.Millisecond
+		floor := 1500 * time.Millisecond
 		err = cs.PollLoop(ctx, mcp.PollEventsParams{Name: "order.created", Cursor: first.Cursor, MaxEvents: ptr(50)}, &mcp.PollLoopOptions{MinInterval: floor}, func(r *mcp.PollEventsResult) error {
 			polls = append(polls, time.Now())
 			for _, e := range r.Events {

@@ -462,10 +462,20 @@ func TestEventsPollTruncated(t *testing.T) {
 		t.Fatalf("poll from the moved cursor: %+v %+v", r.Result, r.Error)
 	}
 	// maxAgeMs skips older events, and says so.
-	appendTopic(t, c.dbPath, "t", 0, [2]string{"aged-5", `{}`})
-	time.Sleep(30 * time.Millisecond)
-	appendTopic(t, c.dbPath, "t", 0, [2]string{"fresh-6", `{}`})
-	r2 := poll(t, c.urls[0], `"name":"e","maxAgeMs":20,`+cursorParam(r.Result.Cursor))
+	st, err := sqlitestore.New(c.dbPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []struct {
+		id  string
+		age time.Duration
+	}{{"aged-5", time.Hour}, {"fresh-6", 0}} {
+		if _, _, err := st.AppendTopicEvent(context.Background(), "t", ev.id, time.Now().Add(-ev.age), json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	r2 := poll(t, c.urls[0], `"name":"e","maxAgeMs":600000,`+cursorParam(r.Result.Cursor))
 	if r2.Error != nil || !r2.Result.Truncated || len(r2.Result.Events) != 1 || r2.Result.Events[0].EventID != mcp.EventID("e", "fresh-6") {
 		t.Fatalf("poll with maxAgeMs: %+v %+v", r2.Result, r2.Error)
 	}
