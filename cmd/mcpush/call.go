@@ -26,6 +26,9 @@ var errToolFailed = errors.New("the tool reported an error")
 // its status on stderr; with noWait the task id is printed instead (see
 // mcpush task).
 func cmdCall(ctx context.Context, e *env, c *common, name string, args []string, noWait bool) error {
+	if noWait && (c.mode == "" || c.mode == "2025") {
+		return fmt.Errorf("%w: --no-wait needs --protocol 2026 or auto: tasks are a 2026-era extension", errUsage)
+	}
 	client, err := newClient(ctx, e, c, &mcp.ClientOptions{NoStandaloneStream: true})
 	if err != nil {
 		return err
@@ -56,6 +59,9 @@ func cmdCall(ctx context.Context, e *env, c *common, name string, args []string,
 	pr.finish()
 	if err != nil {
 		return err
+	}
+	if task == nil && noWait {
+		fmt.Fprintf(e.stderr, "mcpush: --no-wait: %s ran in the request, not as a task (the tool does not support tasks); its result follows\n", name)
 	}
 	if task != nil {
 		if noWait {

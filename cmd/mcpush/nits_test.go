@@ -91,3 +91,18 @@ func TestInterruptedExits130(t *testing.T) {
 		t.Errorf("interrupted: exit %d, want 130; stderr %q", code, errb)
 	}
 }
+
+// TestNoWaitNotIgnored: --no-wait in the 2025 era (no tasks) is a usage
+// error, and in the 2026 era a tool that ran in the request says so.
+func TestNoWaitNotIgnored(t *testing.T) {
+	url := newTestServer(t)
+	e, _, errb := testEnv(url)
+	if code := run(t.Context(), []string{"call", "--no-wait", "count", "steps:=1"}, e); code != 2 || !strings.Contains(errb.String(), "--protocol 2026") {
+		t.Errorf("--no-wait in the 2025 era: exit %d, stderr %q", code, errb)
+	}
+	e, out, errb := testEnv(url)
+	if code := run(t.Context(), []string{"--protocol", "2026", "call", "--no-wait", "count", "steps:=1"}, e); code != 0 ||
+		!strings.Contains(errb.String(), "not as a task") || !strings.Contains(out.String(), `"counted"`) {
+		t.Errorf("--no-wait of a tool without tasks: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}

@@ -79,7 +79,10 @@ func Add(s *mcp.Server, store Store, opts *Options) {
 		Description: "Lists the topics that have received external events (published to SNS), with the last sequence number and time of each."}, b.topicsList)
 	mcp.AddTool(s, &mcp.Tool{Name: EventsRecent, Title: "Recent events", Annotations: readOnly,
 		Description: "Returns events of a topic: the most recent ones, or those after a sequence number."}, b.eventsRecent)
+	// events_wait runs as a task for the clients that support tasks
+	// (2026 era): the wait is bounded by MaxWait, not by the request.
 	mcp.AddTool(s, &mcp.Tool{Name: EventsWait, Title: "Wait for an event", Annotations: readOnly,
+		Execution:   &mcp.ToolExecution{TaskSupport: mcp.TaskOptional},
 		Description: "Waits for the next event on a topic (after a sequence number; by default the next new one) and returns it, reporting progress while it waits."}, b.eventsWait)
 	s.AddResourceTemplate(&mcp.ResourceTemplate{
 		URITemplate: "events://{topic}",

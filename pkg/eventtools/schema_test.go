@@ -99,3 +99,40 @@ func TestTopicsListedAsResources(t *testing.T) {
 		t.Errorf("events_recent with after null: %s", out)
 	}
 }
+
+// TestEventsWaitTask: events_wait runs as a task for a 2026-era client
+// that supports tasks, on the stock server: the call returns a task, and
+// the task's result is the next event.
+func TestEventsWaitTask(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "tasks", Version: "1"}, &mcp.ClientOptions{Mode: mcp.ClientMode2026})
+	cs, err := c.Connect(ctx, e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(ctx)
+	res, task, err := cs.StartTool(ctx, "events_wait", map[string]any{"topic": "orders", "timeoutSeconds": 10}, nil)
+	if err != nil || task == nil {
+		t.Fatalf("events_wait: result %v, task %v, %v; want a task", res, task, err)
+	}
+	if _, _, err := e.store.AppendTopicEvent(ctx, "orders", "m1", time.Now(), json.RawMessage(`{"id":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	res, err = cs.AwaitTask(actx, task.TaskID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Event struct {
+			Sequence int64           `json:"sequence"`
+			Data     json.RawMessage `json:"data"`
+		} `json:"event"`
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil || out.Event.Sequence != 1 || string(out.Event.Data) != `{"id":1}` {
+		t.Errorf("the task's result %s (%v); want event 1", b, err)
+	}
+}
