@@ -118,10 +118,10 @@ func (s *Store) recordChange(ctx context.Context, ids ...string) {
 	// A put that itself took long may have become visible after a
 	// reader's window passed its stamp: put again, a few times at most.
 	for range 3 {
-		lead := s.feedLead.get()
+		stamp, lead := s.feedStamp()
 		var at attempts
 		began := time.Now()
-		_, err := s.api.PutItem(context.WithoutCancel(ctx), &dynamodb.PutItemInput{TableName: s.table, Item: s.changeItem(s.now().Add(lead), ids).Item}, at.option)
+		_, err := s.api.PutItem(context.WithoutCancel(ctx), &dynamodb.PutItemInput{TableName: s.table, Item: s.changeItem(stamp, ids).Item}, at.option)
 		took := time.Since(began)
 		if !at.retried() {
 			s.feedLead.observe(took)
@@ -146,9 +146,9 @@ func (s *Store) recordChange(ctx context.Context, ids ...string) {
 // The reader's next window holds the new item; without it the streams of
 // ids would learn of their change only at their own check.
 func (s *Store) transactChange(ctx context.Context, items []types.TransactWriteItem, at *attempts, ids []string) (*dynamodb.TransactWriteItemsOutput, error) {
-	lead := s.feedLead.get()
+	stamp, lead := s.feedStamp()
 	if len(ids) > 0 {
-		items = append(items[:len(items):len(items)], types.TransactWriteItem{Put: s.changeItem(s.now().Add(lead), ids)})
+		items = append(items[:len(items):len(items)], types.TransactWriteItem{Put: s.changeItem(stamp, ids)})
 	}
 	began := time.Now()
 	out, err := s.api.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, at.option)
@@ -160,6 +160,19 @@ func (s *Store) transactChange(ctx context.Context, items []types.TransactWriteI
 		s.recordChange(ctx, ids...)
 	}
 	return out, err
+}
+
+// feedStamp returns the stamp of a change feed item written now, feedLead
+// ahead but within now's partition (a reader reads a later partition only
+// once its own clock reaches it, which would delay the item), and the
+// lead it has.
+func (s *Store) feedStamp() (time.Time, time.Duration) {
+	now := s.now()
+	stamp := now.Add(s.feedLead.get())
+	if n := toNanos(now); toNanos(stamp)/int64(changeBucket) != n/int64(changeBucket) {
+		stamp = fromNanos((n/int64(changeBucket)+1)*int64(changeBucket) - 1)
+	}
+	return stamp, stamp.Sub(now)
 }
 
 // maxFeedLead bounds how far ahead of its start a transaction stamps its
