@@ -26,9 +26,6 @@ func TestEventsListenOptIn(t *testing.T) {
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if strings.Contains(string(b), "eventsListChanged") {
-			t.Skip("listen.go does not accept eventsListChanged yet: " + string(b))
-		}
 		t.Fatalf("listen refused: %s", b)
 	}
 	opted := streamMessages(t, resp)

@@ -32,6 +32,9 @@ type SubscriptionFilter struct {
 	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
 	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
 	TaskIDs               []string `json:"taskIds,omitempty"` // notifications/tasks (tasks.go)
+	// EventsListChanged asks for notifications/events/list_changed (the
+	// Events extension, events.go).
+	EventsListChanged bool `json:"eventsListChanged,omitempty"`
 }
 
 // Bounds of a listen filter.
@@ -190,7 +193,7 @@ func parseListenFilter(params json.RawMessage) (*SubscriptionFilter, error) {
 	dec.DisallowUnknownFields()
 	var f SubscriptionFilter
 	if err := dec.Decode(&f); err != nil {
-		return nil, Errorf(CodeInvalidParams, "invalid params: notifications: %v (known types: toolsListChanged, promptsListChanged, resourcesListChanged, resourceSubscriptions, taskIds)", err)
+		return nil, Errorf(CodeInvalidParams, "invalid params: notifications: %v (known types: toolsListChanged, promptsListChanged, resourcesListChanged, resourceSubscriptions, taskIds, eventsListChanged)", err)
 	}
 	if err := checkListenTaskIDs(f.TaskIDs); err != nil {
 		return nil, err
@@ -218,6 +221,7 @@ func (s *Server) acknowledged(f *SubscriptionFilter) *SubscriptionFilter {
 		ResourcesListChanged:  f.ResourcesListChanged && caps.Resources != nil && caps.Resources.ListChanged,
 		ResourceSubscriptions: map[bool][]string{true: f.ResourceSubscriptions}[caps.Resources != nil && caps.Resources.Subscribe],
 		TaskIDs:               map[bool][]string{true: f.TaskIDs}[s.tasks != nil],
+		EventsListChanged:     f.EventsListChanged && s.eventsOn(),
 	}
 }
 
@@ -235,6 +239,8 @@ func (f *SubscriptionFilter) admits(method string) bool {
 		return len(f.ResourceSubscriptions) > 0
 	case "notifications/tasks":
 		return len(f.TaskIDs) > 0
+	case methodEventsListChanged:
+		return f.EventsListChanged
 	}
 	return false
 }
