@@ -113,6 +113,32 @@ func (cs *ClientSession) notify(ctx context.Context, method string, params any) 
 	return nil
 }
 
+// abandoned tells the server, once ctx has ended, that the request id
+// of method was given up (notifications/cancelled), so that what it
+// started stops instead of running to its own timeout. Only for a
+// 2025-era session: a 2026-era request is cancelled by closing its HTTP
+// request, which the client already did. Never for initialize (the
+// specification forbids it). Best effort: one POST bounded by
+// cancelNotifyTimeout, whatever ctx.
+func (cs *ClientSession) abandoned(ctx context.Context, method string, id json.RawMessage) {
+	if ctx.Err() == nil || method == "initialize" || cs.isModern() || cs.ID() == "" {
+		return
+	}
+	reason := "the client gave up the request"
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		reason = "the client's deadline passed"
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelNotifyTimeout)
+	defer cancel()
+	if err := cs.notify(cctx, "notifications/cancelled", &CancelledParams{RequestID: id, Reason: reason}); err != nil {
+		cs.c.log.Debug("mcp client: notifications/cancelled", "url", cs.url, "err", err)
+	}
+}
+
+// cancelNotifyTimeout bounds the notifications/cancelled of an abandoned
+// request.
+const cancelNotifyTimeout = 2 * time.Second
+
 // roundTrip sends one request and waits for its response, on the POST's
 // own response or, when that stream breaks after an event id, on the
 // stream resumed with Last-Event-ID. It returns the Mcp-Session-Id the
@@ -148,6 +174,7 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 	sid := cs.ID()
 	resp, err := cs.post(ctx, sid, body, extra)
 	if err != nil {
+		cs.abandoned(ctx, method, id)
 		return "", cs.requestError(method, err)
 	}
 	newSID := resp.Header.Get("Mcp-Session-Id")
@@ -156,6 +183,7 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 	}
 	m, err := cs.readResponse(ctx, sid, resp, canonicalID(id))
 	if err != nil {
+		cs.abandoned(ctx, method, id)
 		return "", cs.requestError(method, err)
 	}
 	if progress != nil {

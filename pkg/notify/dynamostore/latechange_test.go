@@ -100,10 +100,11 @@ func (s slowTransactions) TransactWriteItems(ctx context.Context, in *dynamodb.T
 }
 
 // TestSlowTransactionsReRecordOnce: on a store whose every transaction
-// takes 1.2 s, a writer re-records the change of its first append only
-// (one PutItem, stamped after the commit): from then on it stamps its
-// feed items ahead by the time its transactions take, so the next four
-// need none (each cost one PutItem more before). A reader reading every
+// takes 1.2 s, a writer re-records the change of its first append (one
+// PutItem, stamped after the commit), and at most one more where a feed
+// partition ends: from then on it stamps its feed items ahead by the
+// time its transactions take, so the others need none (each cost one
+// PutItem more before: 5). A reader reading every
 // 100 ms meanwhile gets all five changes.
 func TestSlowTransactionsReRecordOnce(t *testing.T) {
 	endpoint(t)
@@ -176,7 +177,11 @@ func TestSlowTransactionsReRecordOnce(t *testing.T) {
 			t.Errorf("the change of %s was never reported to a reader reading every 100 ms", id)
 		}
 	}
-	if puts := counter.Counts()[dynamostore.OpPutItem]; puts > 1 {
-		t.Errorf("5 appends whose transactions took 1.2 s each re-recorded their change %d times (%v), want at most once (the first)", puts, counter.Counts())
+	// The first append re-records (no lead yet); so may one that starts
+	// less than its transaction's time before the end of a 10 s feed
+	// partition, whose stamp's lead is cut at the partition's end
+	// (feedStamp): the 6 s of appends cross at most one such end.
+	if puts := counter.Counts()[dynamostore.OpPutItem]; puts > 2 {
+		t.Errorf("5 appends whose transactions took 1.2 s each re-recorded their change %d times (%v), want at most twice (the first, and one at the end of a feed partition)", puts, counter.Counts())
 	}
 }
