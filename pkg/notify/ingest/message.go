@@ -32,26 +32,16 @@ const (
 	TypeRegistry = "registry"
 )
 
-// MaxTopicLen is the longest topic name.
-const MaxTopicLen = 128
+// MaxTopicLen is the longest topic name: that of an event type name
+// (notify.MaxEventNameLen), whose rules a topic name shares.
+const MaxTopicLen = notify.MaxEventNameLen
 
 // ValidTopic reports whether name is a valid topic name: 1 to MaxTopicLen
 // characters from A-Z, a-z, 0-9, '_', '.' and '-', but not "." or ".."
 // (dot segments, which URI resolution removes). Such a name needs no
-// escaping in the resource URI events://<name>.
-func ValidTopic(name string) bool {
-	if name == "" || len(name) > MaxTopicLen || name == "." || name == ".." {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '.', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
+// escaping in the resource URI events://<name>. It is
+// notify.ValidEventName: one rule for both.
+func ValidTopic(name string) bool { return notify.ValidEventName(name) }
 
 // Message is one parsed SNS message: an external event or a registry
 // change.
