@@ -18,6 +18,9 @@ var (
 	// ErrInvalid reports an argument the store refuses (empty key, bad
 	// registry kind, ...). Nothing is stored.
 	ErrInvalid = errors.New("notify: invalid argument")
+	// ErrLimit reports a bound on stored items reached (a principal's
+	// webhook subscriptions). Nothing is stored.
+	ErrLimit = errors.New("notify: limit reached")
 	// ErrUnavailable reports a store that could not serve the call now:
 	// busy (an SQLite write lock held by another process past the busy
 	// timeout), throttled, unreachable or timed out. Nothing is known to

@@ -8,7 +8,7 @@ import (
 )
 
 // pruneTables are the tables whose rows expire on their own.
-var pruneTables = []string{"events", "idempotency", "messages", "topic_events", "registry_messages", "rate_counters", "tasks", "changes"}
+var pruneTables = []string{"events", "idempotency", "messages", "topic_events", "registry_messages", "rate_counters", "tasks", "changes", "webhook_subs"}
 
 // maybePrune deletes some expired rows, at most once per pruneInterval per
 // Store (sooner while a prune finds a full batch). It is best effort: its
@@ -59,6 +59,10 @@ func (s *Store) prune(ctx context.Context, now time.Time) (more bool, err error)
 		}
 		// So is tasks (see tasks.go).
 		if _, err := tx.ExecContext(ctx, taskSchema); err != nil {
+			return err
+		}
+		// And webhook_subs (see webhooks.go).
+		if _, err := tx.ExecContext(ctx, webhookSchema); err != nil {
 			return err
 		}
 		for _, table := range pruneTables {

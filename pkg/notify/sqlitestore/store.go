@@ -74,9 +74,11 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	principalIndex sync.Once // CountSessions's index, see sessioncount.go
-	taskTable      sync.Once // the tasks table, see tasks.go
-	taskTableErr   error
+	principalIndex  sync.Once // CountSessions's index, see sessioncount.go
+	taskTable       sync.Once // the tasks table, see tasks.go
+	taskTableErr    error
+	webhookTable    sync.Once // the webhook_subs table, see webhooks.go
+	webhookTableErr error
 }
 
 var _ notify.Store = (*Store)(nil)

@@ -83,6 +83,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"IdleSessions", testIdleSessions},
 		{"PrincipalProfiles", testPrincipalProfiles},
 		{"Tasks", testTasks},
+		{"Webhooks", testWebhooks},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentConditions", testConcurrentConditions},
 		{"ConcurrentTopics", testConcurrentTopics},

@@ -1,0 +1,169 @@
+package notify
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Webhook subscriptions of the Events extension (events/subscribe): the
+// durable record of one subscription, which every process of a
+// deployment reads. Both stores keep them (CreateWebhook, GetWebhook,
+// UpdateWebhook, DeleteWebhook, TopicWebhooks); the interfaces over those
+// methods are declared by their consumers (the MCP server, the ingest),
+// not here, and are not part of Store.
+//
+// A record is keyed by (Topic, ID): every subscription of a topic is
+// found with one paged read (a DynamoDB Query of one partition, an SQLite
+// index range), never one read per subscription. Secrets is opaque to the
+// store: its writer seals it (the MCP server encrypts the signing secrets
+// with a key derived from the state key before they reach a store).
+
+// MaxWebhooksPerPrincipal is the default bound of a principal's live
+// webhook subscriptions (CreateWebhook's max).
+const MaxWebhooksPerPrincipal = 100
+
+// MaxWebhookPage bounds the records one TopicWebhooks call returns.
+const MaxWebhookPage = 1000
+
+// WebhookSubscription is the durable record of one webhook subscription.
+type WebhookSubscription struct {
+	Topic     string // the topic whose log it delivers
+	ID        string // "sub_" and hex: deterministic over the subscription key
+	Principal string // who subscribed; never empty
+	Name      string // the event type
+	URL       string // the callback URL
+	// Arguments are the subscription's arguments as canonical JSON (an
+	// object), nil when there are none.
+	Arguments json.RawMessage
+	// Secrets are the signing secrets, sealed by the writer; opaque to
+	// the store.
+	Secrets []byte
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// ExpiresAt is when the subscription lapses unless refreshed; the
+	// zero time means no expiry.
+	ExpiresAt time.Time
+	// Verified: the callback passed the verification handshake for this
+	// principal.
+	Verified bool
+
+	// Watermark is the Seq of the topic log up to which every event has
+	// been delivered (acknowledged) or abandoned.
+	Watermark int64
+	// LeaseUntil, while in the future, says a process is delivering to
+	// the subscription: another leaves it alone until then.
+	LeaseUntil time.Time
+	// Retry is the retry state of the event after Watermark.
+	Retry WebhookRetry
+	// Status is what deliveryStatus reports.
+	Status WebhookStatus
+
+	// Version is the optimistic-concurrency token of UpdateWebhook; set
+	// by the store.
+	Version int64
+}
+
+// WebhookRetry is the retry state of the first undelivered event of a
+// subscription.
+type WebhookRetry struct {
+	Seq       int64     // the event being retried; 0: none
+	Attempts  int       // attempts made so far
+	FirstAt   time.Time // the first attempt
+	NextAt    time.Time // not before then
+	Abandoned int       // events abandoned since the last accepted delivery
+}
+
+// WebhookStatus is the delivery status of a subscription.
+type WebhookStatus struct {
+	// Suspended: delivery stopped after sustained failure, until the next
+	// refresh.
+	Suspended      bool
+	LastDeliveryAt time.Time // the last accepted delivery
+	LastError      string    // the category of the last failure; "" after a success
+	FailedSince    time.Time // the first failure since the last success
+}
+
+// Live reports whether w has not expired at now.
+func (w *WebhookSubscription) Live(now time.Time) bool {
+	return w.ExpiresAt.IsZero() || w.ExpiresAt.After(now)
+}
+
+// webhookBody is the stored encoding of a record's fields.
+type webhookBody struct {
+	Principal string          `json:"p"`
+	Name      string          `json:"n"`
+	URL       string          `json:"u"`
+	Arguments json.RawMessage `json:"a,omitempty"`
+	Secrets   []byte          `json:"s"`
+	CreatedAt int64           `json:"c"`
+	UpdatedAt int64           `json:"m"`
+	ExpiresAt int64           `json:"x,omitempty"`
+	Verified  bool            `json:"v,omitempty"`
+	Watermark int64           `json:"w"`
+	Lease     int64           `json:"l,omitempty"`
+	RSeq      int64           `json:"rs,omitempty"`
+	RAttempts int             `json:"ra,omitempty"`
+	RFirst    int64           `json:"rf,omitempty"`
+	RNext     int64           `json:"rn,omitempty"`
+	RAband    int             `json:"rb,omitempty"`
+	Suspended bool            `json:"su,omitempty"`
+	LastAt    int64           `json:"ld,omitempty"`
+	LastError string          `json:"le,omitempty"`
+	FailedAt  int64           `json:"fs,omitempty"`
+}
+
+// CheckWebhook validates a record the same way for every store, and
+// returns the encoding of its fields (all but Topic, ID and Version).
+func CheckWebhook(w *WebhookSubscription) ([]byte, error) {
+	switch {
+	case w == nil || w.ID == "" || w.Topic == "" || w.Principal == "" || w.Name == "" || w.URL == "":
+		return nil, fmt.Errorf("%w: a webhook subscription needs a topic, an id, a principal, a name and a URL", ErrInvalid)
+	case len(w.Topic) > MaxEventNameLen || len(w.Name) > MaxEventNameLen:
+		return nil, fmt.Errorf("%w: topic or event name over %d bytes", ErrTooLarge, MaxEventNameLen)
+	case len(w.ID) > 128 || len(w.Principal) > MaxURIBytes || len(w.URL) > MaxURIBytes:
+		return nil, fmt.Errorf("%w: id, principal or URL too long (limits 128, %d, %d bytes)", ErrTooLarge, MaxURIBytes, MaxURIBytes)
+	}
+	b, err := json.Marshal(webhookBody{
+		Principal: w.Principal, Name: w.Name, URL: w.URL, Arguments: w.Arguments, Secrets: w.Secrets,
+		CreatedAt: UnixNanos(w.CreatedAt), UpdatedAt: UnixNanos(w.UpdatedAt), ExpiresAt: UnixNanos(w.ExpiresAt),
+		Verified: w.Verified, Watermark: w.Watermark, Lease: UnixNanos(w.LeaseUntil),
+		RSeq: w.Retry.Seq, RAttempts: w.Retry.Attempts, RFirst: UnixNanos(w.Retry.FirstAt), RNext: UnixNanos(w.Retry.NextAt), RAband: w.Retry.Abandoned,
+		Suspended: w.Status.Suspended, LastAt: UnixNanos(w.Status.LastDeliveryAt), LastError: w.Status.LastError, FailedAt: UnixNanos(w.Status.FailedSince),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: encoding webhook subscription: %v", ErrInvalid, err)
+	}
+	if len(b) > MaxItemBytes {
+		return nil, fmt.Errorf("%w: webhook subscription of %d bytes, limit %d", ErrTooLarge, len(b), MaxItemBytes)
+	}
+	return b, nil
+}
+
+// DecodeWebhook is the inverse of CheckWebhook, for stores.
+func DecodeWebhook(topic, id string, version int64, b []byte) (*WebhookSubscription, error) {
+	var body webhookBody
+	if err := json.Unmarshal(b, &body); err != nil {
+		return nil, fmt.Errorf("decoding webhook subscription %q: %w", id, err)
+	}
+	return &WebhookSubscription{
+		Topic: topic, ID: id, Version: version,
+		Principal: body.Principal, Name: body.Name, URL: body.URL, Arguments: body.Arguments, Secrets: body.Secrets,
+		CreatedAt: FromUnixNanos(body.CreatedAt), UpdatedAt: FromUnixNanos(body.UpdatedAt), ExpiresAt: FromUnixNanos(body.ExpiresAt),
+		Verified: body.Verified, Watermark: body.Watermark, LeaseUntil: FromUnixNanos(body.Lease),
+		Retry:  WebhookRetry{Seq: body.RSeq, Attempts: body.RAttempts, FirstAt: FromUnixNanos(body.RFirst), NextAt: FromUnixNanos(body.RNext), Abandoned: body.RAband},
+		Status: WebhookStatus{Suspended: body.Suspended, LastDeliveryAt: FromUnixNanos(body.LastAt), LastError: body.LastError, FailedSince: FromUnixNanos(body.FailedAt)},
+	}, nil
+}
+
+// CheckWebhookPage validates the arguments of TopicWebhooks.
+func CheckWebhookPage(topic string, limit int) error {
+	switch {
+	case topic == "":
+		return fmt.Errorf("%w: empty topic", ErrInvalid)
+	case limit < 1 || limit > MaxWebhookPage:
+		return fmt.Errorf("%w: page of %d webhook subscriptions (want 1 to %d)", ErrInvalid, limit, MaxWebhookPage)
+	}
+	return nil
+}
