@@ -224,7 +224,7 @@ func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, 
 			now:      s.opts.Now,
 			send: func(p ProgressParams) {
 				if msg, err := encodeNotification("notifications/progress", &p); err == nil {
-					if err := ss.send(ctx, msg); err != nil {
+					if err := ss.send(ctx, msg); err != nil && !errors.Is(err, notify.ErrNotFound) {
 						s.log.WarnContext(ctx, "sending progress", "session", ss.ID(), "err", err)
 					}
 				}
@@ -320,6 +320,12 @@ func (s *Server) watchCancel(ctx context.Context, sessionID string, id json.RawM
 			}
 		}
 		data, err := s.store.GetMessage(ctx, sessionID, key)
+		if errors.Is(err, notify.ErrSessionGone) {
+			// The session was deleted on some process (DELETE) or expired:
+			// its requests have nobody to answer.
+			cancel()
+			return
+		}
 		if err == nil {
 			// A cancellation older than this request names an earlier
 			// request that reused the id; ignore it.

@@ -17,6 +17,10 @@ var streamOpen = []byte(`{"mcpush/control":"open"}`)
 func (o *outStream) logOpen() {
 	ctx := context.Background()
 	if _, _, err := o.h.srv.store.Append(ctx, o.session.ID(), o.streamID, [][]byte{streamOpen}, nil); err != nil {
+		if errors.Is(err, notify.ErrNotFound) {
+			o.h.srv.local.cancelSession(o.session.ID()) // deleted: see emitLocked
+			return
+		}
 		o.h.srv.log.WarnContext(ctx, "logging stream start", "session", o.session.ID(), "stream", o.streamID, "err", err)
 	}
 }

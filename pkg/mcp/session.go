@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -362,6 +363,25 @@ func (l *localRegistry) removeCancel(sessionID, key string) {
 	l.mu.Lock()
 	delete(l.cancels, sessionID+"|"+key)
 	l.mu.Unlock()
+}
+
+// cancelSession cancels every request of the session that runs on this
+// process (the session was deleted: nobody waits for their answers), and
+// reports how many it cancelled.
+func (l *localRegistry) cancelSession(sessionID string) int {
+	prefix := sessionID + "|"
+	var cancels []context.CancelFunc
+	l.mu.Lock()
+	for k, c := range l.cancels {
+		if strings.HasPrefix(k, prefix) {
+			cancels = append(cancels, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range cancels {
+		c()
+	}
+	return len(cancels)
 }
 
 // cancel cancels the request of key if it runs on this process, and

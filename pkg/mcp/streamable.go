@@ -655,7 +655,17 @@ func (o *outStream) send(ctx context.Context, msg []byte) error {
 
 func (o *outStream) emitLocked(ctx context.Context, msg []byte) error {
 	seq, _, err := o.h.srv.store.Append(ctx, o.session.ID(), o.streamID, [][]byte{msg}, nil)
-	if err != nil {
+	switch {
+	case errors.Is(err, notify.ErrNotFound):
+		// The session was deleted (DELETE, expiry) while the request ran:
+		// nobody can read its answer any more. Stop the session's requests
+		// on this process, this one included, without an error per
+		// message.
+		if o.h.srv.local.cancelSession(o.session.ID()) > 0 {
+			o.h.srv.log.DebugContext(ctx, "session gone: cancelling its requests", "session", o.session.ID())
+		}
+		return err
+	case err != nil:
 		o.h.srv.log.ErrorContext(ctx, "logging stream event", "session", o.session.ID(), "stream", o.streamID, "err", err)
 		// Still deliver it live, without an id: it cannot be replayed,
 		// and the client's resume position must not move.
@@ -731,6 +741,10 @@ func (h *StreamableHandler) serveDELETE(w http.ResponseWriter, r *http.Request, 
 		h.storeFailure(w, r, err, "deleting session", "session", ss.ID())
 		return
 	}
+	// The session's requests running here stop now; those running on
+	// other processes stop at their next cancellation check (watchCancel)
+	// or their next message (emitLocked), whichever comes first.
+	h.srv.local.cancelSession(ss.ID())
 	w.WriteHeader(http.StatusOK)
 }
 

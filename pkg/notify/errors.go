@@ -1,6 +1,9 @@
 package notify
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors returned by every Store implementation. Callers test them
 // with errors.Is; implementations wrap them with context.
@@ -29,3 +32,10 @@ var (
 	// failed Lambda invocation that SNS delivers again), never "invalid".
 	ErrUnavailable = errors.New("notify: store unavailable")
 )
+
+// ErrSessionGone reports that the session a call names does not exist
+// (never created, expired or deleted), where the call could also fail
+// for a missing item inside a live session: GetMessage returns it for a
+// missing session and a plain ErrNotFound for a missing message. It
+// wraps ErrNotFound, so errors.Is(err, ErrNotFound) holds for both.
+var ErrSessionGone = fmt.Errorf("session: %w", ErrNotFound)

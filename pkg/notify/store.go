@@ -188,7 +188,9 @@ type Store interface {
 	// response to a server-to-client request, a cancellation. The first
 	// write wins; a later one is (false, nil).
 	PutMessage(ctx context.Context, sessionID, key string, data []byte) (created bool, err error)
-	// GetMessage returns the message under (session, key), or ErrNotFound.
+	// GetMessage returns the message under (session, key); ErrSessionGone
+	// when the session does not exist, ErrNotFound when the message does
+	// not.
 	GetMessage(ctx context.Context, sessionID, key string) ([]byte, error)
 
 	// Subscribe and Unsubscribe maintain a session's resource subscriptions

@@ -644,7 +644,7 @@ func (s *Store) GetMessage(ctx context.Context, sessionID, msgKey string) (_ []b
 	}
 	now := toNanos(s.now())
 	if !live(meta, now) {
-		return nil, fmt.Errorf("session: %w", notify.ErrNotFound)
+		return nil, notify.ErrSessionGone
 	}
 	if !live(msg, now) {
 		return nil, fmt.Errorf("message: %w", notify.ErrNotFound)

@@ -279,7 +279,7 @@ func (s *Store) GetMessage(ctx context.Context, sessionID, key string) (_ []byte
 	err = s.st.getMessage.QueryRowContext(ctx, sessionID, key, toNanos(s.now())).Scan(&found, &data)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return nil, fmt.Errorf("session: %w", notify.ErrNotFound)
+		return nil, notify.ErrSessionGone
 	case err != nil:
 		return nil, err
 	case !found:

@@ -243,6 +243,20 @@ func testMailbox(t *testing.T, s *suite) {
 		if diff := cmp.Diff(g.want, got, cmpOpts); diff != "" {
 			t.Errorf("GetMessage(%q, %q) mismatch (-want +got):\n%s", g.session, g.key, diff)
 		}
+		if errors.Is(err, notify.ErrSessionGone) {
+			t.Errorf("GetMessage(%q, %q) of a live session = %v; want a missing message, not ErrSessionGone", g.session, g.key, err)
+		}
+	}
+	// A missing session is told apart from a missing message: a request
+	// running for a deleted session stops (ErrSessionGone).
+	if _, err := st.GetMessage(ctx, "nosuch", "resp:1"); !errors.Is(err, notify.ErrSessionGone) || !errors.Is(err, notify.ErrNotFound) {
+		t.Errorf("GetMessage of a session never created = %v; want ErrSessionGone (an ErrNotFound)", err)
+	}
+	if err := st.DeleteSession(ctx, "s2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetMessage(ctx, "s2", "resp:1"); !errors.Is(err, notify.ErrSessionGone) {
+		t.Errorf("GetMessage of a deleted session = %v; want ErrSessionGone", err)
 	}
 }
 
