@@ -119,7 +119,7 @@ func (p *Policy) parse(raw string) (*url.URL, bool, error) {
 		return nil, false, fmt.Errorf("%w: callback URLs must use https (origin %s is not in %s)", ErrInvalidURL, o, AllowEnv)
 	}
 	if a, err := netip.ParseAddr(o.Host); err == nil && !Routable(a) {
-		return nil, false, fmt.Errorf("%w: %s is not a globally routable address", ErrInvalidURL, o.Host)
+		return nil, false, fmt.Errorf("%w: %w: %s", ErrInvalidURL, ErrBlockedAddress, o.Host)
 	} else if err != nil && strings.Contains(o.Host, ":") {
 		return nil, false, fmt.Errorf("%w: bad IPv6 literal", ErrInvalidURL)
 	}

@@ -40,8 +40,11 @@ func ParseSecret(s string) (Secret, error) {
 	if len(s) > maxSecretLen {
 		return Secret{}, fmt.Errorf("%w: longer than %d characters (%d to %d bytes in base64)", ErrInvalidSecret, maxSecretLen, MinSecretBytes, MaxSecretBytes)
 	}
-	key, err := base64.StdEncoding.Strict().DecodeString(s[len(SecretPrefix):])
-	if err != nil {
+	enc := s[len(SecretPrefix):]
+	key, err := base64.StdEncoding.Strict().DecodeString(enc)
+	// Strict still skips \r and \n: require the canonical encoding, so a
+	// secret has one spelling and Reveal gives back what was parsed.
+	if err != nil || base64.StdEncoding.EncodeToString(key) != enc {
 		return Secret{}, fmt.Errorf("%w: the part after %q is not standard base64", ErrInvalidSecret, SecretPrefix)
 	}
 	if len(key) < MinSecretBytes || len(key) > MaxSecretBytes {

@@ -276,7 +276,9 @@ func (s *Sender) post(ctx context.Context, m Message, limit int64) (Outcome, []b
 		sigs = append(sigs, sig)
 	}
 	u, allowed, err := s.p.parse(m.URL)
-	if err != nil {
+	if errors.Is(err, ErrBlockedAddress) {
+		return Outcome{Category: CategoryBlockedAddress, Err: err}, nil
+	} else if err != nil {
 		return Outcome{Category: CategoryInvalidMessage, Err: err}, nil
 	}
 	client := s.strict
@@ -351,15 +353,19 @@ func failure(ctx context.Context, err error) Outcome {
 	return o
 }
 
-// headerValue checks a header value we set from a caller's string.
+// headerValue checks a header value we set from a caller's string:
+// printable ASCII, 1 to maxHeaderValue bytes.
 func headerValue(v string) error {
 	switch {
 	case v == "":
 		return errors.New("is empty")
 	case len(v) > maxHeaderValue:
 		return fmt.Errorf("is longer than %d bytes", maxHeaderValue)
-	case strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }):
-		return errors.New("contains control characters")
+	case strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r > '~' }):
+		// Not only control characters: receivers decode header bytes
+		// beyond ASCII differently (Node reads them as Latin-1), so a
+		// non-ASCII webhook-id would verify under one and not another.
+		return errors.New("contains characters other than printable ASCII")
 	}
 	return nil
 }

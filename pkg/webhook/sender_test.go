@@ -8,9 +8,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 )
@@ -89,15 +92,15 @@ func TestSendHTTPSByNameAllowed(t *testing.T) {
 func TestSendBlocked(t *testing.T) {
 	srv := newCounting(t, true, func(w http.ResponseWriter, r *http.Request) {})
 	dns := &fakeDNS{}
-	dns.set("rebind.example", "93.184.215.14")
+	dns.set("rebind.example.com", "93.184.215.14")
 	p := tlsPolicy(srv)
 	p.Resolver = dns
 	s := NewSender(p)
-	u := "https://rebind.example:" + srv.port() + "/hook"
+	u := "https://rebind.example.com:" + srv.port() + "/hook"
 	if err := p.CheckResolved(context.Background(), u); err != nil {
 		t.Fatalf("CheckResolved at subscribe time (public): %v", err)
 	}
-	dns.set("rebind.example", "127.0.0.1")
+	dns.set("rebind.example.com", "127.0.0.1")
 	o := s.Send(context.Background(), Message{ID: "evt_1", SubscriptionID: "sub_1", URL: u, Body: []byte(`{}`), Secrets: []Secret{newSecret(t, 24)}})
 	if o.Category != CategoryBlockedAddress || o.Retry || !errors.Is(o.Err, ErrBlockedAddress) {
 		t.Errorf("rebinding: %+v", o)
@@ -108,7 +111,316 @@ func TestSendBlocked(t *testing.T) {
 	if n := srv.n.Load(); n != 0 {
 		t.Errorf("%d requests reached the server", n)
 	}
-	if !strings.Contains(o.Err.Error(), "rebind.example") {
+	if !strings.Contains(o.Err.Error(), "rebind.example.com") {
 		t.Errorf("error does not name the host: %v", o.Err)
+	}
+}
+
+// send is a one-secret Send of a small body.
+func send(s *Sender, url string) Outcome {
+	sec, _ := ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	return s.Send(context.Background(), Message{ID: "evt_1", SubscriptionID: "sub_1", URL: url, Body: []byte(`{"eventId":"evt_1"}`), Secrets: []Secret{sec}})
+}
+
+// TestSendRefusesSpecialAddresses: callback addresses that are not
+// globally routable are refused at delivery time, whether the URL names
+// them literally or a host name resolves to them, and no request reaches
+// the (loopback) server. Each is a Retry false, blocked_address outcome.
+func TestSendRefusesSpecialAddresses(t *testing.T) {
+	srv := newCounting(t, true, func(w http.ResponseWriter, r *http.Request) {})
+	dns := &fakeDNS{}
+	p := tlsPolicy(srv)
+	p.Resolver = dns
+	s := NewSender(p)
+	port := srv.port()
+	for _, ip := range []string{
+		"127.0.0.1", "10.0.0.1", "172.16.5.4", "192.168.1.20", "169.254.169.254", "100.64.1.1", "0.0.0.0",
+		"::1", "fe80::1", "fd00::1", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "64:ff9b::7f00:1", "::",
+	} {
+		a := netip.MustParseAddr(ip)
+		lit := a.String()
+		if a.Is6() {
+			lit = "[" + lit + "]"
+		}
+		name := "h" + strings.NewReplacer(".", "-", ":", "-").Replace(ip) + ".example.com"
+		dns.set(name, ip)
+		for _, u := range []string{"https://" + lit + ":" + port + "/hook", "https://" + name + ":" + port + "/hook"} {
+			o := send(s, u)
+			if o.Category != CategoryBlockedAddress || o.Retry || !errors.Is(o.Err, ErrBlockedAddress) {
+				t.Errorf("%s: %+v", u, o)
+			}
+		}
+	}
+	// A name with several addresses, all of them blocked, is refused.
+	dns.set("mixed.example.com", "127.0.0.1", "10.0.0.1")
+	if o := send(s, "https://mixed.example.com:"+port+"/"); o.Category != CategoryBlockedAddress {
+		t.Errorf("mixed private: %+v", o)
+	}
+	if n := srv.n.Load(); n != 0 {
+		t.Errorf("%d requests reached the server", n)
+	}
+}
+
+// TestSendNoRedirect: a 302 to another server is not followed: the
+// outcome is a failure (http_3xx, on the wire http_4xx) and the target
+// gets no request.
+func TestSendNoRedirect(t *testing.T) {
+	target := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) {})
+	from := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/stolen", http.StatusFound)
+	})
+	s := NewSender(Policy{Allow: []Origin{from.origin(t), target.origin(t)}})
+	o := send(s, from.URL+"/hook")
+	if o.OK() || o.Status != http.StatusFound || o.Category != CategoryRedirect || WireCategory(o.Category) != CategoryHTTP4xx {
+		t.Errorf("redirect: %+v", o)
+	}
+	if n := target.n.Load(); n != 0 {
+		t.Errorf("the redirect was followed: %d requests", n)
+	}
+}
+
+// TestSendStatuses: 410 and 413 are not retried, other 4xx and 5xx are.
+func TestSendStatuses(t *testing.T) {
+	for _, tt := range []struct {
+		status   int
+		category string
+		retry    bool
+	}{
+		{200, "", false}, {202, "", false}, {204, "", false},
+		{410, CategoryHTTP4xx, false}, {413, CategoryHTTP4xx, false},
+		{400, CategoryHTTP4xx, true}, {401, CategoryHTTP4xx, true}, {425, CategoryHTTP4xx, true}, {429, CategoryHTTP4xx, true},
+		{500, CategoryHTTP5xx, true}, {502, CategoryHTTP5xx, true}, {503, CategoryHTTP5xx, true},
+		{307, CategoryRedirect, true},
+	} {
+		srv := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Location", "http://127.0.0.1:1/")
+			w.WriteHeader(tt.status)
+			w.Write([]byte(strings.Repeat("x", 100<<10))) // more than is read
+		})
+		o := send(NewSender(Policy{Allow: []Origin{srv.origin(t)}}), srv.URL)
+		if o.Status != tt.status || o.Category != tt.category || o.Retry != tt.retry {
+			t.Errorf("%d: %+v", tt.status, o)
+		}
+		if o.OK() != (tt.category == "") {
+			t.Errorf("%d: OK() = %v", tt.status, o.OK())
+		}
+	}
+}
+
+// TestSendTimeout: an endpoint slower than Policy.Timeout is a timeout,
+// retried.
+func TestSendTimeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	defer close(release)
+	start := time.Now()
+	o := send(NewSender(Policy{Allow: []Origin{srv.origin(t)}, Timeout: 200 * time.Millisecond}), srv.URL)
+	if o.Category != CategoryTimeout || !o.Retry || o.Status != 0 {
+		t.Errorf("timeout: %+v", o)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %v with a 200 ms timeout", d)
+	}
+}
+
+// TestSendConnectionRefused: nothing listening is connection_refused,
+// retried.
+func TestSendConnectionRefused(t *testing.T) {
+	srv := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) {})
+	o0 := srv.origin(t)
+	u := srv.URL
+	srv.Close()
+	o := send(NewSender(Policy{Allow: []Origin{o0}}), u)
+	if o.Category != CategoryConnectionRefused || !o.Retry {
+		t.Errorf("refused: %+v", o)
+	}
+}
+
+// TestSendTLSError: an endpoint whose certificate is not trusted is a
+// tls_error.
+func TestSendTLSError(t *testing.T) {
+	srv := newCounting(t, true, func(w http.ResponseWriter, r *http.Request) {})
+	o := send(NewSender(Policy{Allow: []Origin{srv.origin(t)}}), srv.URL) // system roots only
+	if o.Category != CategoryTLS || !o.Retry {
+		t.Errorf("TLS: %+v", o)
+	}
+}
+
+// TestSendBodyTooLarge: a 300 KiB body is not sent; 256 KiB is.
+func TestSendBodyTooLarge(t *testing.T) {
+	srv := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
+	s := NewSender(Policy{Allow: []Origin{srv.origin(t)}})
+	sec := newSecret(t, 32)
+	big := []byte(`"` + strings.Repeat("x", 300<<10) + `"`)
+	o := s.Send(context.Background(), Message{ID: "evt_big", SubscriptionID: "sub_1", URL: srv.URL, Body: big, Secrets: []Secret{sec}})
+	if o.Category != CategoryBodyTooLarge || o.Retry || !errors.Is(o.Err, ErrBodyTooLarge) || WireCategory(o.Category) != CategoryHTTP4xx {
+		t.Errorf("300 KiB: %+v", o)
+	}
+	if n := srv.n.Load(); n != 0 {
+		t.Errorf("%d requests reached the server", n)
+	}
+	ok := []byte(`"` + strings.Repeat("x", DefaultMaxBody-2) + `"`)
+	if o := s.Send(context.Background(), Message{ID: "evt_ok", SubscriptionID: "sub_1", URL: srv.URL, Body: ok, Secrets: []Secret{sec}}); !o.OK() {
+		t.Errorf("256 KiB: %+v", o)
+	}
+}
+
+// TestSendAllowIsExact: an allowed http://127.0.0.1:PORT works; the same
+// host on another port, or over https, is refused before any request.
+func TestSendAllowIsExact(t *testing.T) {
+	allowedSrv := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) {})
+	other := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) {})
+	s := NewSender(Policy{Allow: []Origin{allowedSrv.origin(t)}})
+	if o := send(s, allowedSrv.URL+"/hook"); !o.OK() {
+		t.Fatalf("allowed origin: %+v", o)
+	}
+	if o := send(s, other.URL+"/hook"); o.OK() || o.Retry || !errors.Is(o.Err, ErrInvalidURL) {
+		t.Errorf("another port over http: %+v", o)
+	}
+	if o := send(s, strings.Replace(other.URL, "http:", "https:", 1)); o.Category != CategoryBlockedAddress {
+		t.Errorf("another port over https: %+v", o)
+	}
+	if n := other.n.Load(); n != 0 {
+		t.Errorf("%d requests reached the other port", n)
+	}
+}
+
+// TestSendInvalidMessage: no secret, no id, or a header value with a line
+// break or beyond ASCII is refused before any request.
+func TestSendInvalidMessage(t *testing.T) {
+	srv := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) {})
+	s := NewSender(Policy{Allow: []Origin{srv.origin(t)}})
+	sec := newSecret(t, 32)
+	for name, m := range map[string]Message{
+		"no secret":    {ID: "e", SubscriptionID: "s", URL: srv.URL, Body: []byte(`{}`)},
+		"zero secret":  {ID: "e", SubscriptionID: "s", URL: srv.URL, Body: []byte(`{}`), Secrets: []Secret{{}}},
+		"no id":        {SubscriptionID: "s", URL: srv.URL, Body: []byte(`{}`), Secrets: []Secret{sec}},
+		"crlf id":      {ID: "e\r\nX-Evil: 1", SubscriptionID: "s", URL: srv.URL, Body: []byte(`{}`), Secrets: []Secret{sec}},
+		"no sub":       {ID: "e", URL: srv.URL, Body: []byte(`{}`), Secrets: []Secret{sec}},
+		"non-ASCII id": {ID: "evt_ü", SubscriptionID: "s", URL: srv.URL, Body: []byte(`{}`), Secrets: []Secret{sec}},
+	} {
+		o := s.Send(context.Background(), m)
+		if o.Category != CategoryInvalidMessage || o.Retry || !errors.Is(o.Err, ErrInvalidMessage) {
+			t.Errorf("%s: %+v", name, o)
+		}
+	}
+	if n := srv.n.Load(); n != 0 {
+		t.Errorf("%d requests", n)
+	}
+}
+
+// TestSendFreshSignature: each attempt has its own timestamp and
+// signature (a retry is never stale).
+func TestSendFreshSignature(t *testing.T) {
+	var stamps, sigs []string
+	srv := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) {
+		stamps = append(stamps, r.Header.Get(HeaderTimestamp))
+		sigs = append(sigs, r.Header.Get(HeaderSignature))
+	})
+	now := time.Unix(1_800_000_000, 0)
+	s := NewSender(Policy{Allow: []Origin{srv.origin(t)}, Now: func() time.Time { return now }})
+	send(s, srv.URL)
+	now = now.Add(90 * time.Second)
+	send(s, srv.URL)
+	if d := cmp.Diff([]string{"1800000000", "1800000090"}, stamps); d != "" {
+		t.Errorf("timestamps (-want +got):\n%s", d)
+	}
+	if len(sigs) != 2 || sigs[0] == sigs[1] {
+		t.Errorf("signatures: %q", sigs)
+	}
+}
+
+// TestVerify: the handshake succeeds on the echo, and fails with
+// challenge_failed on a wrong echo, a missing one or an oversized body,
+// and with http_4xx/http_5xx on those statuses; it is never retried.
+func TestVerify(t *testing.T) {
+	sec := newSecret(t, 32)
+	var bodies [][]byte
+	var ids []string
+	answer := func(w http.ResponseWriter, r *http.Request, f func(challenge string)) {
+		b, _ := io.ReadAll(r.Body)
+		bodies = append(bodies, b)
+		ids = append(ids, r.Header.Get(HeaderID))
+		var c Control
+		json.Unmarshal(b, &c)
+		f(c.Challenge)
+	}
+	cases := []struct {
+		name     string
+		h        func(w http.ResponseWriter, challenge string)
+		status   int
+		category string
+	}{
+		{"echo", func(w http.ResponseWriter, c string) { json.NewEncoder(w).Encode(map[string]string{"challenge": c}) }, 200, ""},
+		{"wrong echo", func(w http.ResponseWriter, c string) {
+			json.NewEncoder(w).Encode(map[string]string{"challenge": c + "x"})
+		}, 200, CategoryChallengeFailed},
+		{"empty body", func(w http.ResponseWriter, c string) {}, 200, CategoryChallengeFailed},
+		{"not JSON", func(w http.ResponseWriter, c string) { w.Write([]byte(c)) }, 200, CategoryChallengeFailed},
+		{"oversized", func(w http.ResponseWriter, c string) {
+			w.Write([]byte(`{"challenge":"` + c + `","pad":"` + strings.Repeat("x", 5000) + `"}`))
+		}, 200, CategoryChallengeFailed},
+		{"404", func(w http.ResponseWriter, c string) { w.WriteHeader(404) }, 404, CategoryHTTP4xx},
+		{"503 with the echo", func(w http.ResponseWriter, c string) {
+			w.WriteHeader(503)
+			json.NewEncoder(w).Encode(map[string]string{"challenge": c})
+		}, 503, CategoryHTTP5xx},
+	}
+	for _, tt := range cases {
+		srv := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) {
+			answer(w, r, func(c string) { tt.h(w, c) })
+		})
+		o := NewSender(Policy{Allow: []Origin{srv.origin(t)}}).Verify(context.Background(), srv.URL+"/hook", "sub_1", []Secret{sec})
+		if o.Status != tt.status || o.Category != tt.category || o.Retry {
+			t.Errorf("%s: %+v", tt.name, o)
+		}
+	}
+	// Every verification POST: a fresh id and nonce, the envelope's shape.
+	seen := map[string]bool{}
+	for i, b := range bodies {
+		var c map[string]any
+		if err := json.Unmarshal(b, &c); err != nil || c["type"] != "verification" || len(c) != 2 {
+			t.Errorf("body %s", b)
+		}
+		ch, _ := c["challenge"].(string)
+		if len(ch) < 32 || seen[ch] || seen[ids[i]] || !strings.HasPrefix(ids[i], "msg_verification_") {
+			t.Errorf("challenge %q id %q", ch, ids[i])
+		}
+		seen[ch], seen[ids[i]] = true, true
+	}
+}
+
+// TestDualSigning: a message signed with two secrets (a rotation) verifies
+// under either with the standard-webhooks library, and under neither
+// with a third.
+func TestDualSigning(t *testing.T) {
+	oldS, newS, other := newSecret(t, 32), newSecret(t, 48), newSecret(t, 32)
+	var hdr http.Header
+	var body []byte
+	srv := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) {
+		hdr = r.Header.Clone()
+		body, _ = io.ReadAll(r.Body)
+	})
+	s := NewSender(Policy{Allow: []Origin{srv.origin(t)}})
+	if o := s.Send(context.Background(), Message{ID: "evt_r", SubscriptionID: "sub_1", URL: srv.URL, Body: []byte(`{"x":1}`), Secrets: []Secret{newS, oldS}}); !o.OK() {
+		t.Fatal(o)
+	}
+	if n := len(strings.Fields(hdr.Get(HeaderSignature))); n != 2 {
+		t.Fatalf("%d signatures: %q", n, hdr.Get(HeaderSignature))
+	}
+	for name, sec := range map[string]Secret{"new": newS, "old": oldS} {
+		wh, _ := standardwebhooks.NewWebhook(sec.Reveal())
+		if err := wh.Verify(body, hdr); err != nil {
+			t.Errorf("%s secret: %v", name, err)
+		}
+	}
+	wh, _ := standardwebhooks.NewWebhook(other.Reveal())
+	if err := wh.Verify(body, hdr); err == nil {
+		t.Error("verified under an unrelated secret")
 	}
 }
