@@ -28,6 +28,7 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 	"github.com/mcpush/mcpush/pkg/serve"
+	"github.com/mcpush/mcpush/pkg/webhook"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -192,6 +193,17 @@ func run(logger *slog.Logger) error {
 		}
 		opts.Tasks.Runner = &serve.SelfInvokeRunner{API: awslambda.NewFromConfig(cfg),
 			FunctionName: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), Qualifier: os.Getenv("AWS_LAMBDA_FUNCTION_VERSION")}
+	}
+	// Webhook delivery (events/subscribe): served to authenticated
+	// principals; MCPUSH_WEBHOOK_ALLOW exempts named origins (local
+	// receivers) from the https and address checks.
+	allow, err := webhook.ParseAllow(os.Getenv(webhook.AllowEnv))
+	if err != nil {
+		return err
+	}
+	opts.Webhooks = &mcp.WebhookOptions{Sender: webhook.NewSender(webhook.Policy{Allow: allow})}
+	if opts.Webhooks.MaxPerPrincipal, err = intEnv("MCPUSH_MAX_WEBHOOKS_PER_PRINCIPAL"); err != nil {
+		return err
 	}
 	if fix != nil {
 		fix.options(opts)

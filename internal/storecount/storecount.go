@@ -31,6 +31,7 @@ var reads = map[string]bool{
 	"GetSession": true, "ReadEvents": true, "GetMessage": true, "Subscribers": true,
 	"ReadTopicEvents": true, "Topics": true, "GetRegistry": true, "RegistryHashes": true,
 	"CountSessions": true, "IdleSessions": true, "PrincipalProfiles": true, "GetTask": true, "CountTasks": true, "Changes": true,
+	"GetWebhook": true, "TopicWebhooks": true,
 }
 
 // IsRead reports whether the counted operation op only reads.
@@ -127,7 +128,8 @@ func (c *Counter) Reset() {
 
 // Wrap returns st with every request counted in c. The result implements
 // notify.RateCounter and notify.SessionCounter exactly when st does (and
-// notify.TaskStore when st implements all three, as both stores do), so
+// notify.TaskStore when st implements all three, as both stores do, and
+// the webhook subscription methods when it implements those too), so
 // that a server finds the same capabilities through it. Close is not
 // counted.
 func Wrap(st notify.Store, c *Counter) notify.Store {
@@ -140,7 +142,17 @@ func wrap(s *store) notify.Store {
 	sc, isSC := s.Store.(notify.SessionCounter)
 	r := rateCounter{rc, s.c}
 	n := sessionCounter{sc, s.c}
-	if ts, ok := s.Store.(notify.TaskStore); ok && isRC && isSC {
+	ts, isTS := s.Store.(notify.TaskStore)
+	if ws, ok := s.Store.(webhooks); ok && isTS && isRC && isSC {
+		return struct {
+			*store
+			rateCounter
+			sessionCounter
+			taskStore
+			webhookStore
+		}{s, r, n, taskStore{ts, s.c}, webhookStore{ws, s.c}}
+	}
+	if isTS && isRC && isSC {
 		return struct {
 			*store
 			rateCounter
@@ -367,4 +379,44 @@ func (t taskStore) UpdateTask(ctx context.Context, task *notify.Task) error {
 func (t taskStore) CountTasks(ctx context.Context, principal string, limit int) (int, error) {
 	t.c.add("CountTasks")
 	return t.ts.CountTasks(ctx, principal, limit)
+}
+
+// webhooks are the webhook subscription methods of both stores.
+type webhooks interface {
+	CreateWebhook(ctx context.Context, w *notify.WebhookSubscription, max int) error
+	GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error)
+	UpdateWebhook(ctx context.Context, w *notify.WebhookSubscription) error
+	DeleteWebhook(ctx context.Context, w *notify.WebhookSubscription) error
+	TopicWebhooks(ctx context.Context, topic, after string, limit int) ([]*notify.WebhookSubscription, string, error)
+}
+
+// webhookStore counts webhook subscription requests.
+type webhookStore struct {
+	ws webhooks
+	c  *Counter
+}
+
+func (w webhookStore) CreateWebhook(ctx context.Context, sub *notify.WebhookSubscription, max int) error {
+	w.c.add("CreateWebhook")
+	return w.ws.CreateWebhook(ctx, sub, max)
+}
+
+func (w webhookStore) GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error) {
+	w.c.add("GetWebhook")
+	return w.ws.GetWebhook(ctx, topic, id)
+}
+
+func (w webhookStore) UpdateWebhook(ctx context.Context, sub *notify.WebhookSubscription) error {
+	w.c.add("UpdateWebhook")
+	return w.ws.UpdateWebhook(ctx, sub)
+}
+
+func (w webhookStore) DeleteWebhook(ctx context.Context, sub *notify.WebhookSubscription) error {
+	w.c.add("DeleteWebhook")
+	return w.ws.DeleteWebhook(ctx, sub)
+}
+
+func (w webhookStore) TopicWebhooks(ctx context.Context, topic, after string, limit int) ([]*notify.WebhookSubscription, string, error) {
+	w.c.add("TopicWebhooks")
+	return w.ws.TopicWebhooks(ctx, topic, after, limit)
 }

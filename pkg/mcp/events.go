@@ -152,11 +152,17 @@ func (s *Server) eventTypes(ctx context.Context) (map[string]*notify.EventItem, 
 	return out, nil
 }
 
+// serves reports whether this server implements delivery mode m:
+// eventsModes, and webhook when it serves webhooks.
+func (s *Server) serves(m string) bool {
+	return slices.Contains(eventsModes, m) || m == notify.DeliveryWebhook && s.webhookStore() != nil
+}
+
 // offered returns e's delivery modes that this server implements.
-func offered(e *notify.EventItem) []string {
+func (s *Server) offered(e *notify.EventItem) []string {
 	var out []string
-	for _, m := range eventsModes {
-		if e.Supports(m) {
+	for _, m := range notify.DeliveryModes {
+		if e.Supports(m) && s.serves(m) {
 			out = append(out, m)
 		}
 	}
@@ -174,8 +180,12 @@ func (s *Server) dispatchEvents(ctx context.Context, ss *ServerSession, m *Messa
 		return s.listEvents(ctx, m.Params)
 	case "events/poll":
 		return s.pollEvents(ctx, ss, m.Params)
+	case "events/subscribe":
+		return s.subscribeEvents(ctx, ss, m.Params)
+	case "events/unsubscribe":
+		return s.unsubscribeEvents(ctx, ss, m.Params)
 	}
-	return nil, Errorf(CodeMethodNotFound, "method not found: %s (this server offers events/list and events/poll)", m.Method)
+	return nil, Errorf(CodeMethodNotFound, "method not found: %s (this server offers events/list, events/poll, events/subscribe and events/unsubscribe)", m.Method)
 }
 
 // listEvents answers events/list: the event types with a delivery mode
@@ -191,7 +201,7 @@ func (s *Server) listEvents(ctx context.Context, raw json.RawMessage) (*ListEven
 	}
 	listed := map[string]*EventType{}
 	for name, e := range types {
-		modes := offered(e)
+		modes := s.offered(e)
 		if len(modes) == 0 {
 			continue
 		}

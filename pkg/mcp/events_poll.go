@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"slices"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -118,7 +117,7 @@ func (s *Server) eventType(ctx context.Context, name, mode string) (*notify.Even
 	if e == nil {
 		return nil, eventsError(CodeNotFound, "NotFound: no event type "+clipText(name, 64), map[string]string{"kind": "event"})
 	}
-	if !e.Supports(mode) || !slices.Contains(eventsModes, mode) {
+	if !e.Supports(mode) || !s.serves(mode) {
 		return nil, eventsError(CodeUnsupported, "Unsupported: event type "+name+" does not offer "+mode+" delivery", map[string]string{"feature": "deliveryMode", "value": mode})
 	}
 	return e, nil

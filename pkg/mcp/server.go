@@ -58,6 +58,10 @@ type ServerOptions struct {
 	// events registry, and declares it in server/discover and initialize.
 	// It needs DynamicRegistries, and is off without it.
 	Events bool
+	// Webhooks, when set with a Sender and a store that keeps webhook
+	// subscriptions (WebhookStore: both stores), serve webhook delivery
+	// of the Events extension (events/subscribe, events/unsubscribe).
+	Webhooks *WebhookOptions
 	// EventsPollInterval is the nextPollMs of an events/poll result that
 	// returned no events (one that did says 1 s). Default: 5 s.
 	EventsPollInterval time.Duration

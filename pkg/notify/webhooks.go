@@ -167,3 +167,39 @@ func CheckWebhookPage(topic string, limit int) error {
 	}
 	return nil
 }
+
+// WebhookSecrets is the plaintext of a subscription's Secrets: the
+// current signing secret ("whsec_..."), and during a rotation's grace
+// window the previous one, with the end of the window.
+type WebhookSecrets struct {
+	Current       string    `json:"c"`
+	Previous      string    `json:"p,omitempty"`
+	PreviousUntil time.Time `json:"pu,omitzero"`
+}
+
+// WebhookSealLabel is the Sealer label of webhook secrets.
+const WebhookSealLabel = "webhook secrets"
+
+func webhookAAD(w *WebhookSubscription) []byte {
+	return []byte("webhook\x00" + w.Topic + "\x00" + w.ID)
+}
+
+// SealSecrets sets w.Secrets to sec sealed by s, bound to w's topic and
+// id.
+func (w *WebhookSubscription) SealSecrets(s *Sealer, sec WebhookSecrets) {
+	b, _ := json.Marshal(sec)
+	w.Secrets = s.Seal(b, webhookAAD(w))
+}
+
+// OpenSecrets returns w's secrets, opened by s.
+func (w *WebhookSubscription) OpenSecrets(s *Sealer) (WebhookSecrets, error) {
+	var sec WebhookSecrets
+	b, err := s.Open(w.Secrets, webhookAAD(w))
+	if err != nil {
+		return sec, fmt.Errorf("webhook subscription %s: %w", w.ID, err)
+	}
+	if err := json.Unmarshal(b, &sec); err != nil {
+		return sec, fmt.Errorf("webhook subscription %s: secrets: %w", w.ID, err)
+	}
+	return sec, nil
+}
