@@ -180,9 +180,13 @@ func (s *Server) dispatchEvents(ctx context.Context, ss *ServerSession, m *Messa
 		return s.listEvents(ctx, m.Params)
 	case "events/poll":
 		return s.pollEvents(ctx, ss, m.Params)
-	case "events/subscribe":
-		return s.subscribeEvents(ctx, ss, m.Params)
-	case "events/unsubscribe":
+	case "events/subscribe", "events/unsubscribe":
+		if s.webhookStore() == nil {
+			return nil, Errorf(CodeMethodNotFound, "method not found: %s (this server does not deliver events by webhook)", m.Method)
+		}
+		if m.Method == "events/subscribe" {
+			return s.subscribeEvents(ctx, ss, m.Params)
+		}
 		return s.unsubscribeEvents(ctx, ss, m.Params)
 	}
 	return nil, Errorf(CodeMethodNotFound, "method not found: %s (this server offers events/list, events/poll, events/subscribe and events/unsubscribe)", m.Method)
