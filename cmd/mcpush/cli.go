@@ -24,6 +24,7 @@ const version = "0.1.0"
 type env struct {
 	stdout, stderr io.Writer
 	url            string // MCPUSH_URL
+	webhookSecret  string // MCPUSH_WEBHOOK_SECRET: events receive's secret without --secret
 	tty            bool   // stderr is a terminal
 	width          func() int
 	// awsConfig loads the AWS configuration (the default credential
@@ -60,6 +61,14 @@ commands:
                               data) and print the result as JSON; without --cursor
                               from now; --follow polls until interrupted, one JSON
                               line per event, then prints the cursor to resume from
+  events receive --listen ADDR --secret whsec_... [--json]
+                              a local webhook receiver: answers the verification
+                              handshake, verifies every delivery's signature (401
+                              if it does not), prints each event as one line
+                              (subscription, timestamp, name, eventId, data,
+                              cursor; --json: one JSON line per delivery) until
+                              interrupted; --secret is repeatable (a rotation),
+                              else $MCPUSH_WEBHOOK_SECRET
   publish --topic-arn ARN --message M [--endpoint-url URL] [--region R]
                               publish to an SNS topic
   login [--client-id ID [--client-secret S]] [--scope S] [--port P] [--redirect-host H]
@@ -258,11 +267,14 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		}
 		return c.oneShot(ctx, func(ctx context.Context) error { return cmdTask(ctx, e, c, pos[0], pos[1]) })
 	case "events":
-		asJSON := fs.Bool("json", false, "events list: print the event types as JSON")
+		asJSON := fs.Bool("json", false, "events list: print the event types as JSON; events receive: one JSON line per delivery")
 		f := &eventsFlags{}
 		fs.StringVar(&f.cursor, "cursor", "", "events poll: the cursor to poll from (default: now)")
 		fs.IntVar(&f.maxEvents, "max-events", 0, "events poll: at most this many events a poll")
 		fs.BoolVar(&f.follow, "follow", false, "events poll: poll until interrupted, one JSON line per event")
+		rf := &receiveFlags{}
+		fs.StringVar(&rf.listen, "listen", "", "events receive: the address to receive webhooks on (e.g. 127.0.0.1:9000)")
+		fs.Var(&rf.secrets, "secret", "events receive: a whsec_ secret deliveries are signed with (repeatable)")
 		pos, err := parseCmd(-1)
 		if err != nil {
 			return err
@@ -270,13 +282,15 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		switch {
 		case len(pos) == 1 && pos[0] == "list":
 			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsList(ctx, e, c, *asJSON) })
+		case len(pos) == 1 && pos[0] == "receive":
+			return cmdEventsReceive(ctx, e, rf, *asJSON)
 		case len(pos) >= 2 && pos[0] == "poll":
 			if f.follow {
 				return cmdEventsPoll(ctx, e, c, pos[1], pos[2:], f)
 			}
 			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsPoll(ctx, e, c, pos[1], pos[2:], f) })
 		}
-		return fmt.Errorf("%w: events takes list, or poll NAME [key=value ...]", errUsage)
+		return fmt.Errorf("%w: events takes list, poll NAME [key=value ...], or receive --listen ADDR --secret SECRET", errUsage)
 	case "watch":
 		var topics topicsFlag
 		fs.Var(&topics, "topic", "a topic to subscribe to (repeatable)")

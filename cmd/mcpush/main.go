@@ -30,10 +30,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	env := &env{
-		stdout: os.Stdout,
-		stderr: os.Stderr,
-		url:    os.Getenv("MCPUSH_URL"),
-		tty:    term.IsTerminal(int(os.Stderr.Fd())),
+		stdout:        os.Stdout,
+		stderr:        os.Stderr,
+		url:           os.Getenv("MCPUSH_URL"),
+		webhookSecret: os.Getenv("MCPUSH_WEBHOOK_SECRET"),
+		tty:           term.IsTerminal(int(os.Stderr.Fd())),
 		width: func() int {
 			w, _, err := term.GetSize(int(os.Stderr.Fd()))
 			if err != nil {
