@@ -55,7 +55,7 @@ const methodEventsListChanged = "notifications/events/list_changed"
 // eventsModes are the delivery modes this server implements, in
 // canonical order: events/list offers an event type with the modes of its
 // item that are among them, and not at all when none is.
-var eventsModes = []string{notify.DeliveryPoll}
+var eventsModes = []string{notify.DeliveryPoll, notify.DeliveryPush}
 
 // EventType describes an event type in events/list.
 type EventType struct {
@@ -180,6 +180,10 @@ func (s *Server) dispatchEvents(ctx context.Context, ss *ServerSession, m *Messa
 		return s.listEvents(ctx, m.Params)
 	case "events/poll":
 		return s.pollEvents(ctx, ss, m.Params)
+	case "events/stream":
+		// Served by the HTTP handler as a held stream
+		// (serveEventStream): here only in a batch.
+		return nil, Errorf(CodeInvalidRequest, "invalid request: events/stream must be the only message of its POST (its answer is an SSE stream)")
 	case "events/subscribe", "events/unsubscribe":
 		if s.webhookStore() == nil {
 			return nil, Errorf(CodeMethodNotFound, "method not found: %s (this server does not deliver events by webhook)", m.Method)
@@ -189,7 +193,7 @@ func (s *Server) dispatchEvents(ctx context.Context, ss *ServerSession, m *Messa
 		}
 		return s.unsubscribeEvents(ctx, ss, m.Params)
 	}
-	return nil, Errorf(CodeMethodNotFound, "method not found: %s (this server offers events/list, events/poll, events/subscribe and events/unsubscribe)", m.Method)
+	return nil, Errorf(CodeMethodNotFound, "method not found: %s (this server offers events/list, events/poll, events/stream, events/subscribe and events/unsubscribe)", m.Method)
 }
 
 // listEvents answers events/list: the event types with a delivery mode

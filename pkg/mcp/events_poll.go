@@ -339,6 +339,40 @@ func (s *Server) pollEvents(ctx context.Context, _ *ServerSession, raw json.RawM
 		return res, nil
 	}
 
+	r, err := s.readEventsAfter(ctx, e, filters, pos, floor, limit)
+	if err != nil {
+		return nil, err
+	}
+	res.Events, res.Truncated, res.HasMore, pos = r.events, r.truncated, r.hasMore, r.pos
+	res.Cursor = cursor(pos)
+	if len(res.Events) > 0 {
+		res.NextPollMs = activePollInterval.Milliseconds()
+	}
+	return res, nil
+}
+
+// eventsRead is what one readEventsAfter read.
+type eventsRead struct {
+	events []*EventOccurrence
+	seqs   []int64 // the position of each of events in the topic's log
+	// pos is the position up to which the log was read: after the last
+	// event scanned, matched or not.
+	pos int64
+	// truncated: the log no longer keeps what came after the position
+	// read from, or maxAgeMs skipped events.
+	truncated bool
+	// hasMore: the read stopped at limit, maxPollBytes or maxPollScan.
+	hasMore bool
+}
+
+// readEventsAfter reads the events of e's topic after position pos that
+// pass filters, at most limit (and maxPollBytes of data, at least one
+// event), skipping those received before floor (if not zero): at most
+// maxPollScan events scanned, in reads of pollBatch. events/poll and
+// events/stream read the same way, so that the same position yields the
+// same events either way.
+func (s *Server) readEventsAfter(ctx context.Context, e *notify.EventItem, filters map[string]json.RawMessage, pos int64, floor time.Time, limit int) (*eventsRead, error) {
+	res := &eventsRead{}
 	size, scanned := 0, 0
 	for first := true; ; first = false {
 		evs, err := s.store.ReadTopicEvents(ctx, e.Topic, pos, pollBatch)
@@ -362,44 +396,42 @@ func (s *Server) pollEvents(ctx context.Context, _ *ServerSession, raw json.RawM
 						}
 					}
 					if len(evs) == 0 {
-						pos, res.Truncated = head, true
+						pos, res.truncated = head, true
 					}
 				}
 			}
 			if len(evs) > 0 && evs[0].Seq > pos+1 {
-				res.Truncated = true // the log no longer keeps what the cursor is after
+				res.truncated = true // the log no longer keeps what the cursor is after
 			}
 		}
 		full := false
 		for i := range evs {
 			ev := &evs[i]
-			if len(res.Events) == limit || (len(res.Events) > 0 && size+len(ev.Data) > maxPollBytes) {
+			if len(res.events) == limit || (len(res.events) > 0 && size+len(ev.Data) > maxPollBytes) {
 				full = true
 				break
 			}
 			pos = ev.Seq
 			scanned++
 			if !floor.IsZero() && ev.ReceivedAt.Before(floor) {
-				res.Truncated = true // older than maxAgeMs: skipped
+				res.truncated = true // older than maxAgeMs: skipped
 				continue
 			}
 			if !matches(filters, ev.Data) {
 				continue
 			}
-			res.Events = append(res.Events, occurrence(e.Name, ev))
+			res.events = append(res.events, occurrence(e.Name, ev))
+			res.seqs = append(res.seqs, ev.Seq)
 			size += len(ev.Data)
 		}
 		if full || (len(evs) == pollBatch && scanned >= maxPollScan) {
-			res.HasMore = true
+			res.hasMore = true
 			break
 		}
 		if len(evs) < pollBatch {
 			break // the end of the log
 		}
 	}
-	res.Cursor = cursor(pos)
-	if len(res.Events) > 0 {
-		res.NextPollMs = activePollInterval.Milliseconds()
-	}
+	res.pos = pos
 	return res, nil
 }

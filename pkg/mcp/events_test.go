@@ -163,7 +163,7 @@ func TestEventsList(t *testing.T) {
 				names = append(names, e["name"].(string))
 				switch e["name"] {
 				case "alarm":
-					want := map[string]any{"name": "alarm", "delivery": []any{"poll"}, "inputSchema": map[string]any{"type": "object"}, "payloadSchema": map[string]any{"type": "object"}}
+					want := map[string]any{"name": "alarm", "delivery": []any{"poll", "push"}, "inputSchema": map[string]any{"type": "object"}, "payloadSchema": map[string]any{"type": "object"}}
 					if diff := cmp.Diff(want, e); diff != "" {
 						t.Errorf("%s: alarm (-want +got):\n%s", era, diff)
 					}

@@ -222,7 +222,7 @@ func (g *getSource) mark(ctx context.Context) {
 
 func (g *getSource) upkeepIn(time.Time) time.Duration { return noUpkeep }
 
-func (g *getSource) upkeep(context.Context) {}
+func (g *getSource) upkeep(context.Context) []heldMsg { return nil }
 
 func (g *getSource) finish(ctx context.Context, sse *sseWriter, why heldEnd) {
 	switch why {

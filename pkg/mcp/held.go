@@ -57,6 +57,9 @@ type heldMsg struct {
 	id   string
 	data []byte
 	seq  int64
+	// quiet: the message says the stream is alive (an events/stream
+	// heartbeat), and does not make the stream active (the hold).
+	quiet bool
 }
 
 // heldBatch is what one read of a held stream's source returns.
@@ -82,8 +85,9 @@ type heldSource interface {
 	// upkeepIn is how long until the source's own upkeep is due, which a
 	// stream woken only by the watcher must wake for by itself.
 	upkeepIn(now time.Time) time.Duration
-	// upkeep does what upkeepIn announced, without a read of the log.
-	upkeep(ctx context.Context)
+	// upkeep does what upkeepIn announced, without a read of the log,
+	// and returns what to write then (an events/stream heartbeat).
+	upkeep(ctx context.Context) []heldMsg
 	// finish writes the stream's last words for why, if any, and records
 	// what the stream delivered. It runs once, on every way out.
 	finish(ctx context.Context, sse *sseWriter, why heldEnd)
@@ -174,6 +178,23 @@ func (hs *heldStream) run(ctx context.Context) (why heldEnd) {
 		register()
 	}
 
+	// write writes msgs in order; false: the client left.
+	write := func(msgs []heldMsg) bool {
+		for _, m := range msgs {
+			if hs.sse.event(m.id, m.data) != nil {
+				return false
+			}
+			lastWrite = now()
+			if !m.quiet {
+				active = lastWrite
+				sw.busy(active.Add(hs.hold))
+			}
+			hs.src.wrote(m)
+			hs.at(func(k *heldHooks) func() { return k.afterWrite })
+		}
+		return true
+	}
+
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	poll := true
@@ -198,15 +219,8 @@ func (hs *heldStream) run(ctx context.Context) (why heldEnd) {
 				s.log.WarnContext(ctx, "reading a held stream's log", "session", hs.session, "err", err)
 				retry.failed(s.opts.PollInterval, lastPoll)
 			}
-			for _, m := range b.msgs {
-				if hs.sse.event(m.id, m.data) != nil {
-					return endLeft
-				}
-				lastWrite = now()
-				active = lastWrite
-				sw.busy(active.Add(hs.hold))
-				hs.src.wrote(m)
-				hs.at(func(k *heldHooks) func() { return k.afterWrite })
+			if !write(b.msgs) {
+				return endLeft
 			}
 			hs.src.delivered(ctx, b.more)
 			if b.end {
@@ -267,8 +281,8 @@ func (hs *heldStream) run(ctx context.Context) (why heldEnd) {
 		case <-timer.C:
 			t := now()
 			poll = sw.wake == nil || t.Sub(lastPoll) >= s.idleCheckEvery() || retry.due(t)
-			if !poll {
-				hs.src.upkeep(ctx)
+			if !poll && !write(hs.src.upkeep(ctx)) {
+				return endLeft
 			}
 		}
 	}

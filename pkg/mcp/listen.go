@@ -650,10 +650,11 @@ func (ls *listenSource) delivered(context.Context, bool) {}
 // leases of the tasks the stream names is due (chores).
 func (ls *listenSource) upkeepIn(time.Time) time.Duration { return (*listenStream)(ls).chores() }
 
-func (ls *listenSource) upkeep(ctx context.Context) {
+func (ls *listenSource) upkeep(ctx context.Context) []heldMsg {
 	l := (*listenStream)(ls)
 	l.refresh(ctx)
 	l.checkTaskLeases(ctx)
+	return nil
 }
 
 // finish parks the stream at the deadline or on shutdown, and ends it

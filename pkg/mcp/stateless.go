@@ -246,6 +246,12 @@ func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Reques
 		h.serveListen(w, r, ss, m)
 		return
 	}
+	if m.Method == "events/stream" {
+		// A held stream, like a listen: not counted with the requests in
+		// flight (SEP-3415), but with the principal's listen streams.
+		h.serveEventStream(w, r, ss, m)
+		return
+	}
 	// A 2026 request has no session: only the process's total bounds it.
 	if l := h.srv.opts.Limits; !h.inflight.acquire("", l.MaxInFlight, l.MaxInFlight) {
 		tooMany(w, "too many requests in flight on this server; retry later")

@@ -442,6 +442,12 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
+	if !batch && len(requests) == 1 && requests[0].Method == "events/stream" {
+		// A held stream: not counted with the session's requests in
+		// flight (SEP-3415), but with the principal's listen streams.
+		h.serveEventStream(w, r, ss, requests[0])
+		return
+	}
 	if len(requests) > 0 {
 		if !h.inflight.acquire(ss.ID(), h.srv.opts.Limits.MaxInFlightPerSession, h.srv.opts.Limits.MaxInFlight) {
 			tooMany(w, "too many requests in flight for this session or server; retry later")
