@@ -1,0 +1,354 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+)
+
+// openEventStream posts events/stream with params (members of the params
+// object) and request id id to url: a 2026-era request when sid is "",
+// else a request of the 2025-era session sid.
+func openEventStream(t *testing.T, ctx context.Context, url, sid, id, params string) *http.Response {
+	t.Helper()
+	var body string
+	var hdr []string
+	if sid == "" {
+		body = `{"jsonrpc":"2.0","id":"` + id + `","method":"events/stream","params":{` + params + `,` + meta2026(`{}`) + `}}`
+		hdr = headers2026("events/stream", "")
+	} else {
+		body = `{"jsonrpc":"2.0","id":"` + id + `","method":"events/stream","params":{` + params + `}}`
+		hdr = []string{"Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-11-25"}
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for ; len(hdr) > 1; hdr = hdr[2:] {
+		req.Header.Set(hdr[0], hdr[1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// streamEvent is a message of an events stream, decoded.
+type streamEvent struct {
+	method    string
+	eventID   string
+	cursor    string
+	truncated bool
+	subID     string
+}
+
+func decodeStreamEvent(t *testing.T, m map[string]any) streamEvent {
+	t.Helper()
+	p, _ := m["params"].(map[string]any)
+	meta, _ := p["_meta"].(map[string]any)
+	ev := streamEvent{method: fmt.Sprint(m["method"]), subID: fmt.Sprint(meta["io.modelcontextprotocol/subscriptionId"])}
+	ev.eventID, _ = p["eventId"].(string)
+	ev.cursor, _ = p["cursor"].(string)
+	ev.truncated, _ = p["truncated"].(bool)
+	return ev
+}
+
+// nextStream returns the next message of an events stream, skipping
+// heartbeats unless withBeats.
+func nextStream(t *testing.T, ch <-chan map[string]any) streamEvent {
+	t.Helper()
+	for {
+		ev := decodeStreamEvent(t, next(t, ch))
+		if ev.method != "notifications/events/heartbeat" {
+			return ev
+		}
+	}
+}
+
+// TestEventStream: events/stream in both eras across two processes: the
+// confirmation first (notifications/events/active with a cursor and the
+// request id in _meta), then each event published through the ingest, in
+// order, with the eventId events/poll gives it and a cursor that a poll
+// on the other process resumes from; a stream from a poll's cursor
+// replays the same eventIds; arguments filter on data's members.
+func TestEventStream(t *testing.T) {
+	c := newCluster(t, 2, eventsOn)
+	putEventTypes(t, c.dbPath, notify.OpPut, "m1",
+		`{"name":"order","topic":"orders","inputSchema":{"type":"object","properties":{"region":{"type":"string"}}}}`)
+	ingestStore, err := sqlitestore.New(c.dbPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ingestStore.Close()
+	for _, era := range []string{"2025", "2026"} {
+		t.Run(era, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			sid := ""
+			if era == "2025" {
+				sid = initialize(t, c.urls[0], "2025-11-25")
+			}
+			resp := openEventStream(t, ctx, c.urls[0], sid, "sub-1", `"name":"order","cursor":null`)
+			if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+				t.Fatalf("Content-Type %q", ct)
+			}
+			ch := streamMessages(t, resp)
+			active := nextStream(t, ch)
+			if active.method != "notifications/events/active" || active.cursor == "" || active.truncated || active.subID != "sub-1" {
+				t.Fatalf("first message: %+v", active)
+			}
+			var ids []string
+			for i, region := range []string{"eu", "us", "eu"} {
+				id := fmt.Sprintf("%s-%d", era, i)
+				publish(t, ingestStore, "orders", id, map[string]any{"region": region, "i": i})
+				ids = append(ids, mcp.EventID("order", id))
+			}
+			var got []streamEvent
+			for range ids {
+				ev := nextStream(t, ch)
+				if ev.method != "notifications/events/event" || ev.cursor == "" || ev.subID != "sub-1" {
+					t.Fatalf("event: %+v", ev)
+				}
+				got = append(got, ev)
+			}
+			var gotIDs []string
+			for _, ev := range got {
+				gotIDs = append(gotIDs, ev.eventID)
+			}
+			if diff := cmp.Diff(ids, gotIDs); diff != "" {
+				t.Fatalf("eventIds (-want +got):\n%s", diff)
+			}
+			// Poll on the other process: from the stream's first cursor the
+			// same eventIds, from an event's cursor the ones after it.
+			p := poll(t, c.urls[1], `"name":"order","cursor":"`+active.cursor+`"`)
+			var polled []string
+			for _, e := range p.Result.Events {
+				polled = append(polled, e.EventID)
+			}
+			if diff := cmp.Diff(ids, polled); p.Error != nil || diff != "" {
+				t.Fatalf("poll from the active cursor: %+v (-want +got):\n%s", p.Error, diff)
+			}
+			if p := poll(t, c.urls[1], `"name":"order","cursor":"`+got[1].cursor+`"`); p.Error != nil || len(p.Result.Events) != 1 || p.Result.Events[0].EventID != ids[2] {
+				t.Fatalf("poll from the second event's cursor: %+v %+v", p.Result, p.Error)
+			}
+			if p := poll(t, c.urls[1], `"name":"order","cursor":"`+got[2].cursor+`"`); p.Error != nil || len(p.Result.Events) != 0 || *p.Result.Cursor != *cursorOf(got[2]) {
+				t.Fatalf("poll from the last event's cursor: %+v %+v", p.Result, p.Error)
+			}
+			// A stream from the poll's first cursor, on the other process,
+			// replays them; one with region=eu only those.
+			replay := streamMessages(t, openEventStream(t, ctx, c.urls[1], sid, "sub-2", `"name":"order","cursor":"`+active.cursor+`"`))
+			if ev := nextStream(t, replay); ev.method != "notifications/events/active" || ev.truncated || ev.subID != "sub-2" {
+				t.Fatalf("replay: first message %+v", ev)
+			}
+			for i, want := range ids {
+				if ev := nextStream(t, replay); ev.eventID != want || ev.cursor != got[i].cursor {
+					t.Fatalf("replay: event %d: %+v, want %s with cursor %s", i, ev, want, got[i].cursor)
+				}
+			}
+			eu := streamMessages(t, openEventStream(t, ctx, c.urls[1], sid, "sub-3", `"name":"order","arguments":{"region":"eu"},"cursor":"`+active.cursor+`"`))
+			nextStream(t, eu)
+			for _, want := range []string{ids[0], ids[2]} {
+				if ev := nextStream(t, eu); ev.eventID != want {
+					t.Fatalf("region=eu: %+v, want %s", ev, want)
+				}
+			}
+			publish(t, ingestStore, "orders", era+"-us-late", map[string]any{"region": "us"})
+			publish(t, ingestStore, "orders", era+"-eu-late", map[string]any{"region": "eu"})
+			if ev := nextStream(t, eu); ev.eventID != mcp.EventID("order", era+"-eu-late") {
+				t.Fatalf("region=eu, live: %+v", ev)
+			}
+		})
+	}
+}
+
+func cursorOf(ev streamEvent) *string { return &ev.cursor }
+
+// TestEventStreamRefused: what events/stream refuses, with its JSON-RPC
+// error and no stream opened, in both eras; nothing is stored.
+func TestEventStreamRefused(t *testing.T) {
+	c := newCluster(t, 1, eventsOn)
+	putEventTypes(t, c.dbPath, notify.OpPut, "m1",
+		`{"name":"a","topic":"t","inputSchema":{"type":"object","properties":{"region":{"type":"string"}},"additionalProperties":false}}`,
+		`{"name":"b","topic":"t"}`,
+		`{"name":"pollonly","delivery":["poll","webhook"]}`)
+	cursorA := poll(t, c.urls[0], `"name":"a","cursor":null`).Result.Cursor
+	cursorB := poll(t, c.urls[0], `"name":"b","cursor":null`).Result.Cursor
+	forged := (*cursorA)[:len(*cursorA)-2] + "AA"
+	if forged == *cursorA {
+		forged = (*cursorA)[:len(*cursorA)-2] + "BB"
+	}
+	sid := initialize(t, c.urls[0], "2025-11-25")
+	rows := c.rowCount(t)
+	for _, tc := range []struct {
+		name, params string
+		code         int
+		text, data   string
+	}{
+		{"unknown type", `"name":"nope","cursor":null`, mcp.CodeNotFound, "NotFound", `{"kind":"event"}`},
+		{"push not offered", `"name":"pollonly","cursor":null`, mcp.CodeUnsupported, "does not offer push", `{"feature":"deliveryMode","value":"push"}`},
+		{"arguments against the schema", `"name":"a","arguments":{"region":5},"cursor":null`, mcp.CodeInvalidParams, "inputSchema", ""},
+		{"an argument the schema forbids", `"name":"a","arguments":{"colour":"red"},"cursor":null`, mcp.CodeInvalidParams, "inputSchema", ""},
+		{"forged cursor", `"name":"a",` + cursorParam(&forged), mcp.CodeInvalidParams, "signature", ""},
+		{"another type's cursor", `"name":"a",` + cursorParam(cursorB), mcp.CodeInvalidParams, "another event type", ""},
+		{"garbage cursor", `"name":"a","cursor":"hello"`, mcp.CodeInvalidParams, "malformed", ""},
+		{"negative maxAgeMs", `"name":"a","maxAgeMs":-1,` + cursorParam(cursorA), mcp.CodeInvalidParams, "maxAgeMs", ""},
+	} {
+		for _, era := range []string{"2025", "2026"} {
+			t.Run(tc.name+" "+era, func(t *testing.T) {
+				s := ""
+				if era == "2025" {
+					s = sid
+				}
+				resp := openEventStream(t, context.Background(), c.urls[0], s, "r", tc.params)
+				defer resp.Body.Close()
+				var m struct {
+					Error *mcp.Error `json:"error"`
+				}
+				if ct := resp.Header.Get("Content-Type"); ct != "application/json" || json.NewDecoder(resp.Body).Decode(&m) != nil || m.Error == nil {
+					t.Fatalf("%d %s: want a JSON-RPC error", resp.StatusCode, ct)
+				}
+				if m.Error.Code != tc.code || !strings.Contains(m.Error.Message, tc.text) || (tc.data != "" && string(m.Error.Data) != tc.data) {
+					t.Errorf("got %+v (data %s); want code %d with %q, data %s", m.Error, m.Error.Data, tc.code, tc.text, tc.data)
+				}
+			})
+		}
+	}
+	if got := c.rowCount(t); got != rows {
+		t.Errorf("refused streams stored rows: %d, then %d", rows, got)
+	}
+}
+
+// roundRobin is a reverse proxy that sends each request to the next of
+// urls: a client behind it reaches every process in turn.
+func roundRobin(t *testing.T, urls []string) string {
+	var n atomic.Int64
+	var proxies []*httputil.ReverseProxy
+	for _, u := range urls {
+		target, _ := url.Parse(u)
+		p := httputil.NewSingleHostReverseProxy(target)
+		p.FlushInterval = -1
+		proxies = append(proxies, p)
+	}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxies[int(n.Add(1))%len(proxies)].ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// TestClientStreamEventsReconnects: StreamEvents across two processes
+// sharing one store (SQLite, and DynamoDB on moto), both eras, behind a
+// round-robin proxy: each stream ends at the server's deadline
+// (MaxStreamDuration), an event is published through the ingest while
+// the client is between two streams, and the client, reconnecting from
+// its last cursor to the other process, gets every event exactly once
+// and in order.
+func TestClientStreamEventsReconnects(t *testing.T) {
+	for _, hs := range clockedStores(t, time.Now) {
+		t.Run(hs.name, func(t *testing.T) {
+			var urls []string
+			var st notify.Store
+			for range 2 {
+				st = hs.open(t)
+				srv := mcp.NewServer(&mcp.Implementation{Name: "events", Version: "1"}, st, &mcp.ServerOptions{
+					DynamicRegistries: true, Events: true, RegistryRefresh: 20 * time.Millisecond, PollInterval: 50 * time.Millisecond,
+					StateKeys: [][]byte{[]byte("events-stream-key-0123456789abcdef01")},
+					Logger:    slog.New(slog.DiscardHandler),
+				})
+				h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, MaxStreamDuration: 3 * time.Second, StreamMargin: time.Second})
+				ts := httptest.NewServer(h)
+				t.Cleanup(func() { ts.Close(); h.Close() })
+				urls = append(urls, ts.URL)
+			}
+			topic := "orders-" + hs.name
+			item, _ := json.Marshal(notify.EventItem{Name: "order", Topic: topic}.WithDefaults())
+			if _, _, err := st.ApplyRegistry(context.Background(), notify.RegistryEvents, notify.OpPut, map[string]json.RawMessage{"order": item}, "m-"+hs.name); err != nil {
+				t.Fatal(err)
+			}
+			proxy := roundRobin(t, urls)
+			for _, mode := range []mcp.ClientMode{mcp.ClientMode2026, mcp.ClientMode2025} {
+				era := map[mcp.ClientMode]string{mcp.ClientMode2026: "2026", mcp.ClientMode2025: "2025"}[mode]
+				t.Run(era, func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+					defer cancel()
+					client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{Mode: mode, Logger: slog.New(slog.DiscardHandler),
+						NoStandaloneStream: true, RetryDelay: 300 * time.Millisecond})
+					cs, err := client.Connect(ctx, proxy)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer cs.Close(context.Background())
+					var (
+						mu      sync.Mutex
+						got     []string
+						actives int
+						ends    []error
+					)
+					published := []string{}
+					pub := func(id string) {
+						publish(t, st, topic, id, map[string]any{"id": id})
+						mu.Lock()
+						published = append(published, mcp.EventID("order", id))
+						mu.Unlock()
+					}
+					prefix := hs.name + "-" + era
+					err = cs.StreamEvents(ctx, mcp.StreamEventsParams{Name: "order"}, &mcp.EventStreamOptions{OnEnd: func(err error) {
+						mu.Lock()
+						ends = append(ends, err)
+						n := len(ends)
+						mu.Unlock()
+						// Between two streams: published while no stream is open.
+						pub(fmt.Sprintf("%s-between-%d", prefix, n))
+					}}, func(m *mcp.EventStreamMessage) error {
+						mu.Lock()
+						defer mu.Unlock()
+						switch m.Kind {
+						case "active":
+							actives++
+							if actives == 1 {
+								go pub(prefix + "-first")
+							}
+						case "event":
+							got = append(got, m.Event.EventID)
+							if len(ends) >= 2 && len(got) == len(published) {
+								return mcp.ErrStopStreaming
+							}
+						}
+						return nil
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if diff := cmp.Diff(published, got); diff != "" {
+						t.Errorf("events (-published +got):\n%s", diff)
+					}
+					for _, e := range ends {
+						if e != nil {
+							t.Errorf("a stream ended with %v, want the server's end at its deadline", e)
+						}
+					}
+					if actives < 3 {
+						t.Errorf("%d streams, want 3 or more", actives)
+					}
+				})
+			}
+		})
+	}
+}
