@@ -35,11 +35,18 @@ export MCPUSH_NODE_DIR := $(CURDIR)/$(NODE_DIR)
 # otherwise sleep a second at every exit.
 export GORACE := atexit_sleep_ms=0
 
-.PHONY: run build deps test vet fmt-check lint bench costchart conformance clean
+.PHONY: run run-oauth build deps test vet fmt-check lint bench costchart conformance clean
 
 run:
 	@mkdir -p .mcpush
 	$(GO) run ./functions/mcp
+
+# The local server with OAuth: the tests' authorization server (needs `make
+# deps`), a ready client, and the `mcpush login` commands printed (docs/auth.md).
+run-oauth:
+	@mkdir -p .mcpush
+	$(GO) build -o .mcpush/mcp-server ./functions/mcp
+	$(GO) run ./internal/oauthdev -- .mcpush/mcp-server
 
 # One Lambda function as a linux/arm64 `bootstrap`: $(LAMBDA_GO) -o OUT ./functions/NAME
 LAMBDA_GO := CGO_ENABLED=0 GOOS=linux GOARCH=arm64 $(GO) build -tags lambda.norpc,nosqlite -trimpath -ldflags='-s -w'

@@ -101,6 +101,64 @@ func Start(t testing.TB, opts *Options) *Server {
 		s.tokenID, s.tokenSecret = opts.Clients[0].ID, opts.Clients[0].Secret
 	}
 	s.newKey(t)
+	p, err := launch(node, dir, testenv.RepoRoot(t), t.TempDir(), opts, s.keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	s.Issuer = p.Issuer
+	return s
+}
+
+// Process is an authorization server started by Launch.
+type Process struct {
+	// Issuer is its issuer identifier (http://127.0.0.1:PORT).
+	Issuer string
+	cmd    *exec.Cmd
+	stdin  io.Closer
+}
+
+// Launch starts a server outside a test (internal/oauthdev, `make
+// run-oauth`), with a fresh signing key, the Node.js and npm packages of
+// testenv.LookupNodeDir, and its configuration in dir. Close stops it.
+func Launch(dir string, opts *Options) (*Process, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	nodeDir, err := testenv.LookupNodeDir()
+	if err != nil {
+		return nil, fmt.Errorf("oauthtest: the npm test dependencies (make deps): %w", err)
+	}
+	node, err := testenv.LookupNode22(nodeDir)
+	if err != nil {
+		return nil, fmt.Errorf("oauthtest: Node.js >= %d (make deps): %w", testenv.MinNodeMajor, err)
+	}
+	root := filepath.Dir(filepath.Dir(nodeDir)) // test/node's repository
+	_, _, raw, err := genKey(1)
+	if err != nil {
+		return nil, err
+	}
+	return launch(node, nodeDir, root, dir, opts, []json.RawMessage{raw})
+}
+
+// Close stops the server: it exits when its stdin closes (killed after
+// 5 s).
+func (p *Process) Close() {
+	p.stdin.Close()
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// launch starts test/node/oauth/as.mjs with node, its configuration
+// (opts, and keys to sign with, newest first) written to dir, and waits
+// until it prints its issuer.
+func launch(node, nodeDir, root, dir string, opts *Options, keys []json.RawMessage) (*Process, error) {
 	ttl := opts.AccessTokenTTL
 	if ttl <= 0 {
 		ttl = 10 * time.Minute
@@ -133,17 +191,21 @@ func Start(t testing.TB, opts *Options) *Server {
 		}
 		clients = append(clients, m)
 	}
+	scopes := opts.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
 	cfg, _ := json.Marshal(map[string]any{
-		"keys": s.keys, "clients": clients, "scopes": opts.Scopes, "accessTokenTTL": int(ttl / time.Second),
+		"keys": keys, "clients": clients, "scopes": scopes, "accessTokenTTL": int(ttl / time.Second),
 		"clientIdMetadataDocuments": opts.ClientIDMetadataDocuments,
 	})
-	path := filepath.Join(t.TempDir(), "as.json")
+	path := filepath.Join(dir, "as.json")
 	if err := os.WriteFile(path, cfg, 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	script := filepath.Join(testenv.RepoRoot(t), "test", "node", "oauth", "as.mjs")
+	script := filepath.Join(root, "test", "node", "oauth", "as.mjs")
 	cmd := exec.Command(node, script, path)
-	cmd.Env = append(os.Environ(), testenv.NodeDirEnv+"="+dir)
+	cmd.Env = append(os.Environ(), testenv.NodeDirEnv+"="+nodeDir)
 	if opts.CAFile != "" {
 		cmd.Env = append(cmd.Env, "NODE_EXTRA_CA_CERTS="+opts.CAFile)
 	}
@@ -152,19 +214,9 @@ func Start(t testing.TB, opts *Options) *Server {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("oauthtest: %v", err)
+		return nil, fmt.Errorf("oauthtest: %v", err)
 	}
-	t.Cleanup(func() {
-		stdin.Close()
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
+	p := &Process{cmd: cmd, stdin: stdin}
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -178,35 +230,47 @@ func Start(t testing.TB, opts *Options) *Server {
 	case line, ok := <-lines:
 		var ready struct{ Issuer string }
 		if !ok || json.Unmarshal([]byte(line), &ready) != nil || ready.Issuer == "" {
-			t.Fatalf("oauthtest: the authorization server did not start: %q\n%s", line, stderr.String())
+			p.Close()
+			return nil, fmt.Errorf("oauthtest: the authorization server did not start: %q\n%s", line, stderr.String())
 		}
-		s.Issuer = ready.Issuer
+		p.Issuer = ready.Issuer
 	case <-time.After(30 * time.Second):
-		t.Fatalf("oauthtest: the authorization server did not start within 30s\n%s", stderr.String())
+		p.Close()
+		return nil, fmt.Errorf("oauthtest: the authorization server did not start within 30s\n%s", stderr.String())
 	}
-	return s
+	return p, nil
 }
 
 // newKey makes a new ES256 signing key the current one, in front of the
 // others.
 func (s *Server) newKey(t testing.TB) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	s.n++
+	key, kid, raw, err := genKey(s.n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.n++
-	kid := fmt.Sprintf("key-%d-%d", s.n, time.Now().UnixNano())
+	s.key, s.kid = key, kid
+	s.keys = append([]json.RawMessage{raw}, s.keys...)
+}
+
+// genKey makes an ES256 signing key, the n-th of a server, and its
+// private JWK.
+func genKey(n int) (*ecdsa.PrivateKey, string, json.RawMessage, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	kid := fmt.Sprintf("key-%d-%d", n, time.Now().UnixNano())
 	j, err := jwkset.NewJWKFromKey(key, jwkset.JWKOptions{
 		Marshal:  jwkset.JWKMarshalOptions{Private: true},
 		Metadata: jwkset.JWKMetadataOptions{KID: kid, ALG: jwkset.AlgES256, USE: jwkset.UseSig},
 	})
 	if err != nil {
-		t.Fatal(err)
+		return nil, "", nil, err
 	}
-	raw, _ := json.Marshal(j.Marshal())
-	s.key, s.kid = key, kid
-	s.keys = append([]json.RawMessage{raw}, s.keys...)
+	raw, err := json.Marshal(j.Marshal())
+	return key, kid, raw, err
 }
 
 // Rotate gives the server a new signing key: its JWKS then holds the new

