@@ -24,7 +24,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
-	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
@@ -43,7 +42,7 @@ func FromStore(ctx context.Context, store notify.SharedKeys) ([][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the requestState key from the store: %w", err)
 	}
-	return mcp.ParseStateKeys(string(v))
+	return notify.ParseStateKeys(string(v))
 }
 
 // SecretsClient is the one Secrets Manager call Load makes;
@@ -54,7 +53,7 @@ type SecretsClient interface {
 
 // Load returns the keys of secret secretID (a name or ARN): the current
 // value first, then the previous one if the secret has one. A value may
-// itself list keys separated by commas (see mcp.ParseStateKeys).
+// itself list keys separated by commas (see notify.ParseStateKeys).
 func Load(ctx context.Context, c SecretsClient, secretID string) (keys [][]byte, err error) {
 	for _, stage := range []string{"AWSCURRENT", "AWSPREVIOUS"} {
 		out, err := c.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(secretID), VersionStage: aws.String(stage)})
@@ -67,7 +66,7 @@ func Load(ctx context.Context, c SecretsClient, secretID string) (keys [][]byte,
 		case out.SecretString == nil:
 			return nil, fmt.Errorf("secret %s (%s) has no string value", secretID, stage)
 		}
-		ks, err := mcp.ParseStateKeys(*out.SecretString)
+		ks, err := notify.ParseStateKeys(*out.SecretString)
 		if err != nil {
 			return nil, fmt.Errorf("secret %s (%s): %w", secretID, stage, err)
 		}

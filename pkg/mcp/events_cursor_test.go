@@ -29,10 +29,10 @@ func TestEventCursor(t *testing.T) {
 	// A requestState signed with the same key is no cursor, and a cursor
 	// no requestState.
 	state := before.sign(stateBody{Method: "tools/call"})
-	if _, err := before.verifyCursor(cursorTag+state, "order.created"); err == nil {
+	if _, err := before.verifyCursor("ev1."+state, "order.created"); err == nil {
 		t.Error("a requestState passed for a cursor")
 	}
-	if _, err := before.verify(strings.TrimPrefix(tok, cursorTag)); err == nil {
+	if _, err := before.verify(strings.TrimPrefix(tok, "ev1.")); err == nil {
 		t.Error("a cursor passed for a requestState")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
 )
 
 // requestState tokens: base64url(JSON body) "." base64url(HMAC-SHA256).
@@ -119,21 +121,5 @@ func principalTag(principal string) string {
 // ParseStateKeys parses the value of MCPUSH_STATE_KEYS: comma-separated
 // keys, the current one first, each at least 32 characters (e.g. 32 random
 // bytes, base64). It is for mains; the result goes to
-// ServerOptions.StateKeys.
-func ParseStateKeys(s string) ([][]byte, error) {
-	var keys [][]byte
-	for _, k := range strings.Split(s, ",") {
-		k = strings.TrimSpace(k)
-		if k == "" {
-			continue
-		}
-		if len(k) < 32 {
-			return nil, errors.New("a requestState key must be at least 32 characters")
-		}
-		keys = append(keys, []byte(k))
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("no requestState key")
-	}
-	return keys, nil
-}
+// ServerOptions.StateKeys. It is notify.ParseStateKeys.
+func ParseStateKeys(s string) ([][]byte, error) { return notify.ParseStateKeys(s) }
