@@ -118,10 +118,18 @@ func (p *Policy) parse(raw string) (*url.URL, bool, error) {
 	if o.Scheme != "https" {
 		return nil, false, fmt.Errorf("%w: callback URLs must use https (origin %s is not in %s)", ErrInvalidURL, o, AllowEnv)
 	}
-	if a, err := netip.ParseAddr(o.Host); err == nil && !Routable(a) {
+	a, err := netip.ParseAddr(o.Host)
+	switch {
+	case err == nil && !Routable(a):
 		return nil, false, fmt.Errorf("%w: %w: %s", ErrInvalidURL, ErrBlockedAddress, o.Host)
-	} else if err != nil && strings.Contains(o.Host, ":") {
+	case err == nil:
+	case strings.Contains(o.Host, ":"):
 		return nil, false, fmt.Errorf("%w: bad IPv6 literal", ErrInvalidURL)
+	case endsInNumber(o.Host):
+		// 2130706433, 0x7f.1, 127.1: not IP literals to netip, but IPv4
+		// addresses to inet_aton-style resolvers; no DNS name's last
+		// label is numeric.
+		return nil, false, fmt.Errorf("%w: host %q is neither a DNS name nor a dotted-decimal IPv4 address", ErrInvalidURL, o.Host)
 	}
 	return u, false, nil
 }
@@ -185,4 +193,22 @@ func (p *Policy) resolve(ctx context.Context, host string, check bool) ([]netip.
 		return nil, fmt.Errorf("%w: %s resolves to %d address(es), none globally routable", ErrBlockedAddress, host, len(ips))
 	}
 	return ok, nil
+}
+
+// endsInNumber reports whether host's last label (ignoring one trailing
+// dot) is a number (decimal, or 0x hexadecimal), as in an IPv4 address,
+// canonical or not: the WHATWG URL standard's test for an IPv4 host.
+func endsInNumber(host string) bool {
+	host = strings.TrimSuffix(host, ".")
+	last := host[strings.LastIndexByte(host, '.')+1:]
+	if last == "" {
+		return false
+	}
+	if strings.HasPrefix(last, "0x") || strings.HasPrefix(last, "0X") {
+		last = last[2:]
+		return !strings.ContainsFunc(last, func(r rune) bool {
+			return !('0' <= r && r <= '9' || 'a' <= r && r <= 'f' || 'A' <= r && r <= 'F')
+		})
+	}
+	return !strings.ContainsFunc(last, func(r rune) bool { return r < '0' || r > '9' })
 }

@@ -55,6 +55,7 @@ func TestCheckURL(t *testing.T) {
 		"HTTP://127.0.0.1:9000/hook",
 		"https://hooks.internal:8443/x",
 		"https://Example.COM/h",
+		"https://1e100.net/h", "https://example.com./h", "https://0xdead.example/h", "https://123.example/h",
 	}
 	for _, u := range ok {
 		if err := p.CheckURL(u); err != nil {
@@ -84,6 +85,8 @@ func TestCheckURL(t *testing.T) {
 		"/relative", "example.com/h", "mailto:a@example.com", "ftp://example.com/",
 		"https://example.com/" + strings.Repeat("a", 2048),
 		"https://example.com/a b", "https://example.com/\x00",
+		"https://2130706433/h", "https://0x7f.1/h", "https://127.1/h", "https://0x7f000001/h", "https://017700000001/h",
+		"https://1.2.3.4.5/h", "https://example.123/h", "https://example.0x1f./h",
 		"https://[::1/h", "https://example.com:99999/h", "https://example.com:0/h",
 		"",
 	}

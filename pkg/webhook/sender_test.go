@@ -6,10 +6,13 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -423,4 +426,78 @@ func TestDualSigning(t *testing.T) {
 	if err := wh.Verify(body, hdr); err == nil {
 		t.Error("verified under an unrelated secret")
 	}
+}
+
+// TestSendSystemResolver: with the default resolver, localhost and a zoned
+// link-local literal are refused as blocked addresses, and the numeric
+// spellings of 127.0.0.1 that some resolvers accept (2130706433, 0x7f.1,
+// 127.1) are refused as invalid URLs; nothing reaches the server.
+func TestSendSystemResolver(t *testing.T) {
+	srv := newCounting(t, true, func(w http.ResponseWriter, r *http.Request) {})
+	s := NewSender(tlsPolicy(srv))
+	port := srv.port()
+	for _, host := range []string{"localhost", "2130706433", "0x7f.1", "127.1", "[fe80::1%25lo]", "localhost."} {
+		o := send(s, "https://"+host+":"+port+"/hook")
+		if o.OK() || o.Category != CategoryBlockedAddress && o.Category != CategoryInvalidMessage && o.Category != CategoryConnectionRefused {
+			t.Errorf("%s: %+v", host, o)
+		}
+	}
+	if o := send(s, "https://localhost:"+port+"/hook"); o.Category != CategoryBlockedAddress {
+		t.Errorf("localhost: %+v", o)
+	}
+	if n := srv.n.Load(); n != 0 {
+		t.Errorf("%d requests reached the server", n)
+	}
+}
+
+// TestSendConcurrent: one Sender used by 64 goroutines at once delivers
+// every message exactly once to a Receiver (run with -race).
+func TestSendConcurrent(t *testing.T) {
+	rig := newReceiverRig(t, nil)
+	rig.r.Dedup = 0
+	s := NewSender(Policy{Allow: []Origin{(&counting{Server: rig.srv}).origin(t)}})
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for i := range 64 {
+		wg.Go(func() {
+			id := fmt.Sprintf("evt_%d", i)
+			body, _ := EventBody(id, "x", time.Now(), json.RawMessage(`{}`), "")
+			if o := s.Send(context.Background(), Message{ID: id, SubscriptionID: "sub_known", URL: rig.srv.URL, Body: body, Secrets: []Secret{rig.sec}}); !o.OK() {
+				errs <- fmt.Sprintf("%s: %+v", id, o)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	seen := map[string]int{}
+	for _, d := range rig.handled {
+		seen[d.WebhookID]++
+	}
+	if len(seen) != 64 || len(rig.handled) != 64 {
+		t.Errorf("handled %d deliveries of %d ids", len(rig.handled), len(seen))
+	}
+}
+
+// BenchmarkSend: one signed event POST to a loopback Receiver that
+// verifies it (keep-alive connections), in parallel.
+func BenchmarkSend(b *testing.B) {
+	sec := newSecret(b, 32)
+	recv := &Receiver{Secrets: func(string) []Secret { return []Secret{sec} }, Dedup: -1}
+	srv := httptest.NewServer(recv)
+	defer srv.Close()
+	allow, _ := ParseAllow(srv.URL)
+	s := NewSender(Policy{Allow: allow})
+	body, _ := EventBody("evt_1", "order.created", time.Now(), json.RawMessage(`{"orderId":"o-1","total":42}`), "c")
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if o := s.Send(context.Background(), Message{ID: "evt_1", SubscriptionID: "sub_1", URL: srv.URL, Body: body, Secrets: []Secret{sec}}); !o.OK() {
+				b.Error(o)
+				return
+			}
+		}
+	})
 }
