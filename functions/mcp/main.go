@@ -149,6 +149,8 @@ func run(logger *slog.Logger) error {
 		{"MCPUSH_MAX_TASKS_PER_PRINCIPAL", &opts.Limits.MaxTasksPerPrincipal},
 		{"MCPUSH_MAX_TASK_RESULT_BYTES", &opts.Limits.MaxTaskResultBytes},
 		{"MCPUSH_MAX_TASK_INPUT_ROUNDS", &opts.Limits.MaxTaskInputRounds},
+		{"MCPUSH_TASK_WORKERS", &opts.Tasks.Workers},
+		{"MCPUSH_TASK_WORKERS_PER_PRINCIPAL", &opts.Tasks.WorkersPerPrincipal},
 	} {
 		if *l.dst, err = intEnv(l.name); err != nil {
 			return err

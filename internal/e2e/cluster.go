@@ -199,6 +199,17 @@ func (c *Cluster) Kill(i int) error {
 	return c.kill(c.procs[i])
 }
 
+// Terminate sends SIGTERM to process i and waits for it to exit, as Stop
+// does: it reports an error if the process does not exit cleanly within
+// StopTimeout. Stop does not report the process again; Restart starts it
+// again.
+func (c *Cluster) Terminate(i int) error {
+	p := c.procs[i]
+	err := c.stop(p)
+	p.killed = true // ended on purpose
+	return err
+}
+
 // Restart starts process i again on the same port, first killing it
 // (SIGKILL) if it is running, and waits until it is ready.
 func (c *Cluster) Restart(i int) error {

@@ -314,7 +314,7 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 	}
 	uris := slices.Clone(ack.ResourceSubscriptions)
 	for _, task := range ack.TaskIDs {
-		uris = append(uris, taskURI(ss.Principal(), task))
+		uris = append(uris, taskURI(taskOwner(ss.Principal(), task), task))
 	}
 	// The first listenCreateSubs with the session, in the write that
 	// creates it (on DynamoDB a Subscribe is a transaction of its own,

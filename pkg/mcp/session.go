@@ -25,6 +25,9 @@ type ServerSession struct {
 	// stateless marks the view of one 2026-era request: state is built
 	// from the request's _meta and is never stored.
 	stateless bool
+	// quota is the principal a 2026-era request's quotas count against
+	// (quotaPrincipal: an anonymous client's address).
+	quota string
 }
 
 // Era returns the era of the session's protocol version.

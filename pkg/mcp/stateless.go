@@ -184,6 +184,7 @@ func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m 
 	return &ServerSession{
 		srv:       h.srv,
 		stateless: true,
+		quota:     quotaPrincipal(r, principal),
 		state: &notify.Session{
 			Principal:          principal,
 			ProtocolVersion:    v,

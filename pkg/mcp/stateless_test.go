@@ -137,7 +137,13 @@ type rpcReply struct {
 
 func call2026(t *testing.T, url, body string, hdr ...string) (int, *rpcReply) {
 	t.Helper()
-	resp, b := testutil.PostRead(t, nil, url, "", body, hdr...)
+	return call2026With(t, nil, url, body, hdr...)
+}
+
+// call2026With is call2026 through client (nil: the default).
+func call2026With(t *testing.T, client *http.Client, url, body string, hdr ...string) (int, *rpcReply) {
+	t.Helper()
+	resp, b := testutil.PostRead(t, client, url, "", body, hdr...)
 	var r rpcReply
 	text := string(b)
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {

@@ -2,11 +2,14 @@ package mcp
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +78,12 @@ type TaskOptions struct {
 	// process; more wait for a worker, renewing their lease meanwhile.
 	// Default: 32.
 	Workers int
+	// WorkersPerPrincipal bounds the workers one principal's tasks take
+	// at once in this process (for anonymous clients: one address's), so
+	// that one principal cannot keep every worker from the others; its
+	// other tasks wait, renewing their lease. Default: half of Workers
+	// (at least 1); at most Workers.
+	WorkersPerPrincipal int
 	// Lease is how long a working task is presumed alive without a sign
 	// of life from the process running it; the process renews it well
 	// before. A task whose process dies is reported failed within Lease
@@ -167,8 +176,22 @@ type taskEngine struct {
 
 	workers chan struct{}
 
+	// stop ends the work of the default runner (ShutdownTasks).
+	stop    context.Context
+	stopAll context.CancelCauseFunc
+	wg      sync.WaitGroup // the default runner's goroutines
+
 	mu      sync.Mutex
 	running map[string]context.CancelFunc // by taskKey: work running here
+	local   map[string]taskRef            // by taskKey: the default runner's tasks, queued or running
+	shares  map[string]*workerShare       // by principal: its share of the workers
+	stopped bool
+}
+
+// workerShare is one principal's share of the default runner's workers.
+type workerShare struct {
+	slots chan struct{}
+	users int // tasks of the principal waiting or running here
 }
 
 func newTaskEngine(s *Server) *taskEngine {
@@ -180,6 +203,10 @@ func newTaskEngine(s *Server) *taskEngine {
 	if o.Workers <= 0 {
 		o.Workers = 32
 	}
+	if o.WorkersPerPrincipal <= 0 {
+		o.WorkersPerPrincipal = max(o.Workers/2, 1)
+	}
+	o.WorkersPerPrincipal = min(o.WorkersPerPrincipal, o.Workers)
 	if o.Lease <= 0 {
 		o.Lease = 30 * time.Second
 	}
@@ -196,7 +223,9 @@ func newTaskEngine(s *Server) *taskEngine {
 			o.Timeout = ttl * 9 / 10
 		}
 	}
-	e := &taskEngine{srv: s, store: ts, opts: o, limits: s.opts.Limits, workers: make(chan struct{}, o.Workers), running: map[string]context.CancelFunc{}}
+	e := &taskEngine{srv: s, store: ts, opts: o, limits: s.opts.Limits, workers: make(chan struct{}, o.Workers),
+		running: map[string]context.CancelFunc{}, local: map[string]taskRef{}, shares: map[string]*workerShare{}}
+	e.stop, e.stopAll = context.WithCancelCause(context.Background())
 	if e.opts.Runner == nil {
 		e.opts.Runner = localRunner{e}
 	}
@@ -209,40 +238,172 @@ var errTaskTimeout = errors.New("the task's execution timeout passed")
 
 func taskKey(principal, id string) string { return principal + "\x00" + id }
 
-// localRunner runs tasks in this process, at most Workers at once.
+// anonTaskSep ends the random part of the id of a task that an anonymous
+// client created; the tag of the client's address follows (addressTag).
+// The task is stored and counted under "addr:" and the tag, so that each
+// address gets the per-principal bounds (as sessions and listen streams
+// do: quotaPrincipal), while the id alone finds it, from any address.
+const anonTaskSep = "."
+
+// addressTag is the tag of an anonymous client's quota principal in the
+// ids of its tasks: 72 bits of its SHA-256 (no address in the id).
+func addressTag(quota string) string {
+	sum := sha256.Sum256([]byte(quota))
+	return base64.RawURLEncoding.EncodeToString(sum[:9])
+}
+
+// taskOwner is the principal the task id of a request of principal is
+// stored under: principal itself, or for an anonymous request the
+// address tag's ("" for a task of before the tags).
+func taskOwner(principal, id string) string {
+	if principal != "" {
+		return principal
+	}
+	if i := strings.LastIndex(id, anonTaskSep); i >= 0 {
+		return addressPrefix + id[i+len(anonTaskSep):]
+	}
+	return ""
+}
+
+// requestPrincipal is the principal of the request that created the task
+// stored under owner: "" for an anonymous client's.
+func requestPrincipal(owner, id string) string {
+	if strings.HasPrefix(owner, addressPrefix) && taskOwner("", id) == owner {
+		return ""
+	}
+	return owner
+}
+
+// errServerShutdown is the cause of the end of the default runner's work
+// (ShutdownTasks).
+var errServerShutdown = errors.New("the server is shutting down")
+
+// shutdownFailure is the error of a task whose work ShutdownTasks ended.
+func shutdownFailure() *Error {
+	return Errorf(CodeInternalError, "internal error: the server running the task shut down before the task's work ended (it was running or waiting for a worker); call the tool again")
+}
+
+// localRunner runs tasks in this process, at most Workers at once and
+// WorkersPerPrincipal of one principal.
 type localRunner struct{ e *taskEngine }
 
 // A task waiting for a worker keeps its lease (it is alive, only queued),
-// and leaves the queue if it stops working meanwhile (cancelled).
+// and leaves the queue if it stops working meanwhile (cancelled), or the
+// server shuts down (ShutdownTasks fails it).
 func (r localRunner) StartTask(_ context.Context, principal, id string) error {
+	e := r.e
+	key := taskKey(principal, id)
+	e.mu.Lock()
+	if e.stopped {
+		e.mu.Unlock()
+		return errServerShutdown
+	}
+	e.local[key] = taskRef{principal: principal, id: id}
+	share := e.shares[principal]
+	if share == nil {
+		share = &workerShare{slots: make(chan struct{}, e.opts.WorkersPerPrincipal)}
+		e.shares[principal] = share
+	}
+	share.users++
+	e.wg.Add(1)
+	e.mu.Unlock()
 	go func() {
-		ctx := context.Background()
-		tick := time.NewTicker(r.e.opts.Lease / 3)
-		defer tick.Stop()
-	wait:
-		for {
-			select {
-			case r.e.workers <- struct{}{}:
-				break wait
-			case <-tick.C:
-				t, err := r.e.modify(ctx, principal, id, func(t *notify.Task) bool {
-					if t.Status != notify.TaskWorking {
-						return false
-					}
-					t.LeaseUntil = r.e.srv.opts.Now().Add(r.e.opts.Lease)
-					return true
-				})
-				if err == nil && t.Status != notify.TaskWorking || errors.Is(err, notify.ErrNotFound) {
-					return
-				}
+		defer e.wg.Done()
+		defer func() {
+			e.mu.Lock()
+			delete(e.local, key)
+			if share.users--; share.users == 0 {
+				delete(e.shares, principal)
 			}
+			e.mu.Unlock()
+		}()
+		tick := time.NewTicker(e.opts.Lease / 3)
+		defer tick.Stop()
+		if !r.acquire(share.slots, principal, id, tick.C) {
+			return
 		}
-		defer func() { <-r.e.workers }()
-		if err := r.e.srv.RunTask(ctx, principal, id); err != nil {
-			r.e.srv.log.ErrorContext(ctx, "running a task", "task", id, "err", err)
+		defer func() { <-share.slots }()
+		if !r.acquire(e.workers, principal, id, tick.C) {
+			return
+		}
+		defer func() { <-e.workers }()
+		if e.stop.Err() != nil {
+			return // ShutdownTasks fails it
+		}
+		if err := e.srv.RunTask(e.stop, principal, id); err != nil && e.stop.Err() == nil {
+			e.srv.log.ErrorContext(e.stop, "running a task", "task", id, "err", err)
 		}
 	}()
 	return nil
+}
+
+// acquire takes a slot of sem for a queued task, renewing its lease
+// meanwhile; false when the task stopped working or the server shuts
+// down first.
+func (r localRunner) acquire(sem chan struct{}, principal, id string, tick <-chan time.Time) bool {
+	e := r.e
+	for {
+		select {
+		case sem <- struct{}{}:
+			return true
+		case <-e.stop.Done():
+			return false
+		case <-tick:
+			t, err := e.modify(e.stop, principal, id, func(t *notify.Task) bool {
+				if t.Status != notify.TaskWorking {
+					return false
+				}
+				t.LeaseUntil = e.srv.opts.Now().Add(e.opts.Lease)
+				return true
+			})
+			if err == nil && t.Status != notify.TaskWorking || errors.Is(err, notify.ErrNotFound) {
+				return false
+			}
+		}
+	}
+}
+
+// ShutdownTasks fails at once every task whose work runs or waits for a
+// worker in this process's default runner ("the server running the task
+// shut down"), rather than leave it working until its lease reports a
+// crash, and stops that work; the default runner starts no work
+// afterwards (such tasks fail at once too). It returns once the records
+// say so and the work has returned, or when ctx ends (ctx.Err()). The
+// local server calls it when it shuts down (SIGTERM, an interrupt).
+// Calling it again does nothing more.
+func (s *Server) ShutdownTasks(ctx context.Context) error {
+	e := s.tasks
+	if e == nil {
+		return nil
+	}
+	e.mu.Lock()
+	e.stopped = true
+	tasks := make([]taskRef, 0, len(e.local))
+	for _, t := range e.local {
+		tasks = append(tasks, t)
+	}
+	e.mu.Unlock()
+	e.stopAll(errServerShutdown)
+	// The records first, a few at a time: the work may take a while to
+	// notice its context.
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for _, t := range tasks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			e.finish(ctx, t.principal, t.id, nil, shutdownFailure())
+		})
+	}
+	wg.Wait()
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // taskRequest is what a task's record keeps of the request that created
@@ -376,13 +537,21 @@ func (s *Server) maybeTask(ctx context.Context, ss *ServerSession, m *Message) (
 
 // create stores a new working task and starts its work.
 func (e *taskEngine) create(ctx context.Context, ss *ServerSession, params json.RawMessage, in taskInput) (*taskWire, error) {
-	principal := ss.Principal()
+	principal, tag := ss.Principal(), ""
+	if principal == "" && strings.HasPrefix(ss.quota, addressPrefix) {
+		tag = addressTag(ss.quota)
+		principal = addressPrefix + tag
+	}
 	n, err := e.store.CountTasks(ctx, principal, e.limits.MaxTasksPerPrincipal)
 	if err != nil {
 		return nil, fmt.Errorf("counting tasks: %w", err)
 	}
 	if n >= e.limits.MaxTasksPerPrincipal {
-		return nil, Errorf(CodeInvalidRequest, "too many tasks: %d are working or waiting for input, limit %d per principal; wait for one to end or cancel one (tasks/cancel)", n, e.limits.MaxTasksPerPrincipal)
+		who := "principal"
+		if tag != "" {
+			who = "client address (without authentication)"
+		}
+		return nil, Errorf(CodeInvalidRequest, "too many tasks: %d are working or waiting for input, limit %d per %s; wait for one to end or cancel one (tasks/cancel)", n, e.limits.MaxTasksPerPrincipal, who)
 	}
 	req, _ := json.Marshal(taskRequest{Params: params, ProtocolVersion: ss.ProtocolVersion(), ClientCapabilities: ss.state.ClientCapabilities})
 	input, _ := json.Marshal(in)
@@ -394,6 +563,9 @@ func (e *taskEngine) create(ctx context.Context, ss *ServerSession, params json.
 	}
 	for attempt := 0; ; attempt++ {
 		t.ID = e.srv.opts.NewSessionID()
+		if tag != "" {
+			t.ID += anonTaskSep + tag
+		}
 		err = e.store.CreateTask(ctx, t)
 		if err == nil {
 			break
@@ -465,7 +637,7 @@ func (e *taskEngine) lookup(ctx context.Context, ss *ServerSession, raw json.Raw
 	if len(p.TaskID) > 256 {
 		return nil, nil, Errorf(CodeInvalidParams, "Failed to retrieve task: Task not found")
 	}
-	t, err := e.store.GetTask(ctx, ss.Principal(), p.TaskID)
+	t, err := e.store.GetTask(ctx, taskOwner(ss.Principal(), p.TaskID), p.TaskID)
 	if errors.Is(err, notify.ErrNotFound) {
 		return nil, nil, Errorf(CodeInvalidParams, "Failed to retrieve task: Task not found (unknown, expired after its ttlMs, or not yours)")
 	}
@@ -478,18 +650,33 @@ func (e *taskEngine) lookup(ctx context.Context, ss *ServerSession, raw json.Raw
 	return t, p.InputResponses, nil
 }
 
-// expire marks a working task whose lease expired failed, and returns the
-// task as it is then.
+// expire marks failed a working task whose lease expired, and one that
+// waits for input past its execution timeout, and returns
+// the task as it is then. (Neither counted against the quota since:
+// notify.Task.LiveUntil.)
 func (e *taskEngine) expire(ctx context.Context, t *notify.Task) (*notify.Task, error) {
-	if t.Status != notify.TaskWorking || !e.srv.opts.Now().After(t.LeaseUntil) {
+	over := func(t *notify.Task) bool {
+		switch t.Status {
+		case notify.TaskWorking:
+			return !t.LeaseUntil.IsZero() && e.srv.opts.Now().After(t.LeaseUntil)
+		case notify.TaskInputRequired:
+			return e.srv.opts.Now().After(t.CreatedAt.Add(e.opts.Timeout))
+		}
+		return false
+	}
+	if !over(t) {
 		return t, nil
 	}
 	return e.modify(ctx, t.Principal, t.ID, func(t *notify.Task) bool {
-		if t.Status != notify.TaskWorking || !e.srv.opts.Now().After(t.LeaseUntil) {
+		if !over(t) {
 			return false
 		}
-		t.Status = notify.TaskFailed
-		t.StatusMessage = "the task's work stopped: the process or invocation running it ended (lease expired at " + t.LeaseUntil.UTC().Format(time.RFC3339) + ")"
+		if t.Status == notify.TaskWorking {
+			t.StatusMessage = "the task's work stopped: the process or invocation running it ended (lease expired at " + t.LeaseUntil.UTC().Format(time.RFC3339) + ")"
+		} else {
+			t.StatusMessage = "the task waited for input longer than " + e.opts.Timeout.String() + " after its creation, the tasks' execution timeout (MCPUSH_TASK_TIMEOUT)"
+		}
+		t.Status, t.InputRequests, t.Input = notify.TaskFailed, nil, nil
 		t.Error, _ = json.Marshal(Errorf(CodeInternalError, "internal error: %s", t.StatusMessage))
 		return true
 	})
@@ -651,6 +838,10 @@ func (s *Server) RunTask(ctx context.Context, principal, id string) error {
 	go e.watch(ctx, principal, id, cancel, done)
 
 	result, rpcErr := e.run(ctx, claimed)
+	if context.Cause(parent) == errServerShutdown {
+		e.finish(ctx, principal, id, nil, shutdownFailure())
+		return nil
+	}
 	if parent.Err() != nil {
 		// The process or invocation ends before the work did (on
 		// Lambda: the function timeout is near).
@@ -731,7 +922,7 @@ func (e *taskEngine) run(ctx context.Context, t *notify.Task) (result any, err e
 	}
 	_ = json.Unmarshal(t.Input, &in)
 	ss := &ServerSession{srv: e.srv, stateless: true, state: &notify.Session{
-		Principal: t.Principal, ProtocolVersion: req.ProtocolVersion, ClientCapabilities: req.ClientCapabilities,
+		Principal: requestPrincipal(t.Principal, t.ID), ProtocolVersion: req.ProtocolVersion, ClientCapabilities: req.ClientCapabilities,
 	}}
 	c := &call{sess: ss, out: discardSink{}, method: "tools/call", task: &taskRef{principal: t.Principal, id: t.ID},
 		inputResponses: in.Answers, answers: in.Answers, state: in.State}
@@ -800,6 +991,9 @@ func (e *taskEngine) askInput(ctx context.Context, t *notify.Task, ir *InputRequ
 		in.Rounds++
 		t.Input, _ = json.Marshal(in)
 		t.Status, t.InputRequests = notify.TaskInputRequired, requests
+		// It waits for its input until its execution timeout: then it
+		// fails (expire) and stops counting against the quota.
+		t.LeaseUntil = t.CreatedAt.Add(e.opts.Timeout)
 		return true
 	})
 	if errors.Is(err, notify.ErrTooLarge) {

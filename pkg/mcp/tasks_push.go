@@ -89,7 +89,7 @@ func (l *listenStream) checkTaskLeases(ctx context.Context) {
 		if l.tasks.over[id] {
 			continue
 		}
-		t, err := e.store.GetTask(ctx, l.principal, id)
+		t, err := e.store.GetTask(ctx, taskOwner(l.principal, id), id)
 		if err == nil {
 			t, err = e.expire(ctx, t)
 		}

@@ -27,6 +27,7 @@ func (headerPrincipal) Authenticate(r *http.Request) (string, error) {
 // taskProc is one server process of the task tests.
 type taskProc struct {
 	url string
+	srv *mcp.Server
 	// started receives the task id of every run of "block" in this
 	// process; cancelled the ids whose run saw its ctx cancelled.
 	started, cancelled chan string
@@ -48,7 +49,7 @@ func newTaskProc(t *testing.T, db string, limits mcp.Limits, topts mcp.TaskOptio
 		topts.CheckInterval = 50 * time.Millisecond
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, store, &mcp.ServerOptions{Limits: limits, Tasks: topts, PollInterval: 20 * time.Millisecond})
-	p := &taskProc{started: make(chan string, 16), cancelled: make(chan string, 16)}
+	p := &taskProc{started: make(chan string, 64), cancelled: make(chan string, 64)}
 	idOf := func(ctx context.Context) string { return mcp.TaskID(ctx) }
 	srv.AddTaskTool(&mcp.Tool{Name: "block", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -82,8 +83,15 @@ func newTaskProc(t *testing.T, db string, limits mcp.Limits, topts mcp.TaskOptio
 		}, &mcp.TaskToolOptions{Support: mcp.TaskRequired})
 	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, KeepAlive: time.Hour, Authenticator: headerPrincipal{}})
 	ts := httptest.NewServer(h)
-	t.Cleanup(func() { h.Close(); ts.Close(); store.Close() })
-	p.url = ts.URL
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.ShutdownTasks(ctx)
+		h.Close()
+		ts.Close()
+		store.Close()
+	})
+	p.url, p.srv = ts.URL, srv
 	return p
 }
 

@@ -51,12 +51,30 @@ type Task struct {
 	UpdatedAt time.Time
 	ExpiresAt time.Time // the task is not found from then on
 	// LeaseUntil is when the work, while the status is TaskWorking, is
-	// presumed dead unless the process running it renews the lease.
+	// presumed dead unless the process running it renews the lease;
+	// while the status is TaskInputRequired, when the task stops waiting
+	// for input. Either way the task stops counting as live then
+	// (LiveUntil).
 	LeaseUntil time.Time
 
 	// Version is the optimistic-concurrency token of UpdateTask; set by
 	// the store.
 	Version int64
+}
+
+// LiveUntil is until when t counts as live (TaskStore.CountTasks): never
+// once its status is terminal; otherwise until LeaseUntil (ExpiresAt if
+// it is zero), and never past ExpiresAt. So the task of a process that
+// died stops counting against its principal's bound when its lease
+// ends, whether or not anyone reads it.
+func (t *Task) LiveUntil() time.Time {
+	if TaskTerminal(t.Status) {
+		return time.Time{}
+	}
+	if t.LeaseUntil.IsZero() || t.LeaseUntil.After(t.ExpiresAt) {
+		return t.ExpiresAt
+	}
+	return t.LeaseUntil
 }
 
 // TaskStore keeps task records, shared by every process of a deployment.
@@ -76,9 +94,9 @@ type TaskStore interface {
 	// and then increments t.Version. ErrConflict when it changed,
 	// ErrNotFound when the task is gone.
 	UpdateTask(ctx context.Context, t *Task) error
-	// CountTasks counts the principal's tasks that are neither terminal
-	// nor expired, no further than limit (a result of limit means "limit
-	// or more"). A limit < 1 is ErrInvalid.
+	// CountTasks counts the principal's live tasks (Task.LiveUntil after
+	// now), no further than limit (a result of limit means "limit or
+	// more"). A limit < 1 is ErrInvalid.
 	CountTasks(ctx context.Context, principal string, limit int) (int, error)
 }
 

@@ -96,7 +96,8 @@ type LocalOptions struct {
 // ListenAndServe serves srv at /mcp (and "ok" at /healthz) on a local
 // HTTP server until ctx is done (a SIGTERM or an interrupt, with
 // signal.NotifyContext), then shuts down gracefully: open streams end with
-// "retry:" so clients reconnect elsewhere, and in-flight requests get
+// "retry:" so clients reconnect elsewhere, tasks whose work runs here end
+// failed (mcp.Server.ShutdownTasks), and in-flight requests get
 // ShutdownTimeout to finish; connections still open then (a stream of a
 // session before 2025-11-25 cannot end with "retry:") are closed. It
 // returns nil after a shutdown, an error only when serving fails.
@@ -194,10 +195,19 @@ func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) er
 		return err
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down: closing streams with retry")
+	logger.Info("shutting down: closing streams with retry, failing the tasks running here")
 	go handler.Close()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdown)
 	defer cancel()
+	// Tasks whose work runs or waits here fail at once, saying so, rather
+	// than stay working until their lease reports a crash.
+	tasksDone := make(chan error, 1)
+	go func() { tasksDone <- srv.ShutdownTasks(sctx) }()
+	defer func() {
+		if err := <-tasksDone; err != nil {
+			logger.Warn("shutting down: task work still running", "err", err)
+		}
+	}()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			return err

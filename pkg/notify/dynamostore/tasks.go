@@ -14,8 +14,11 @@ var _ notify.TaskStore = (*Store)(nil)
 
 // Attributes of a task item.
 const (
-	attrTaskVer  = "tv"
-	attrTaskLive = "tl" // 1 while the status is not terminal
+	attrTaskVer = "tv"
+	// attrTaskLive is Task.LiveUntil in Unix nanoseconds, 0 once the
+	// status is terminal (items written before it held 1 while not
+	// terminal: those no longer count).
+	attrTaskLive = "tl"
 )
 
 // taskPK is the partition of a principal's tasks, one item per task (sk:
@@ -27,9 +30,9 @@ func taskItem(t *notify.Task, body []byte, version int64) item {
 	it := key(taskPK(t.Principal), part(t.ID))
 	it[attrData] = avB(body)
 	it[attrTaskVer] = avN(version)
-	live := int64(1)
-	if notify.TaskTerminal(t.Status) {
-		live = 0
+	live := int64(0)
+	if !notify.TaskTerminal(t.Status) {
+		live = toNanos(t.LiveUntil())
 	}
 	it[attrTaskLive] = avN(live)
 	return setExpiry(it, t.ExpiresAt)
@@ -115,18 +118,20 @@ func (s *Store) UpdateTask(ctx context.Context, t *notify.Task) (err error) {
 
 // CountTasks implements notify.TaskStore with one Query of the
 // principal's task partition (more pages only past 1 MB of tasks),
-// counting items that are live and unexpired.
+// counting the items whose LiveUntil is after now (live lease or wait)
+// and that have not expired.
 func (s *Store) CountTasks(ctx context.Context, principal string, limit int) (n int, err error) {
 	defer wrap(&err, "dynamostore: CountTasks(%.64q, %d)", principal, limit)
 	if err := notify.CheckCountTasks(principal, limit); err != nil {
 		return 0, err
 	}
 	var e expr
+	now := toNanos(s.now())
 	in := &dynamodb.QueryInput{
 		TableName:              s.table,
 		ConsistentRead:         consistent,
 		KeyConditionExpression: aws.String(e.n(attrPK) + " = " + e.v(avS(taskPK(principal)))),
-		FilterExpression:       aws.String(e.n(attrTaskLive) + " = " + e.v(avN(1)) + " AND " + e.n(attrExp) + " > " + e.v(avN(toNanos(s.now())))),
+		FilterExpression:       aws.String(e.n(attrTaskLive) + " > " + e.v(avN(now)) + " AND " + e.n(attrExp) + " > " + e.v(avN(now))),
 		Select:                 types.SelectCount,
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()

@@ -12,8 +12,10 @@ var _ notify.TaskStore = (*Store)(nil)
 
 // taskSchema holds task records. It is created on a store's first task
 // operation (so that files made before it get it too, without a schema
-// version change). live is 1 while the status is not terminal: what
-// CountTasks counts.
+// version change). live is Task.LiveUntil in Unix nanoseconds (0 once
+// the status is terminal): CountTasks counts the rows whose live is
+// after now. (Rows written before it held 1 while not terminal: those
+// no longer count.)
 const taskSchema = `
 CREATE TABLE IF NOT EXISTS tasks (
 	principal  TEXT NOT NULL,
@@ -39,11 +41,11 @@ func (s *Store) tasks(ctx context.Context) error {
 	return s.taskTableErr
 }
 
-func liveFlag(status string) int {
-	if notify.TaskTerminal(status) {
+func liveUntil(t *notify.Task) int64 {
+	if notify.TaskTerminal(t.Status) {
 		return 0
 	}
-	return 1
+	return toNanos(t.LiveUntil())
 }
 
 // CreateTask implements notify.TaskStore.
@@ -71,7 +73,7 @@ func (s *Store) CreateTask(ctx context.Context, t *notify.Task) (err error) {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tasks (principal, id, body, version, live, expires_at) VALUES (?1, ?2, ?3, 1, ?4, ?5)`,
-			t.Principal, t.ID, body, liveFlag(t.Status), toNanos(t.ExpiresAt)); err != nil {
+			t.Principal, t.ID, body, liveUntil(t), toNanos(t.ExpiresAt)); err != nil {
 			return err
 		}
 		t.Version = 1
@@ -124,7 +126,7 @@ func (s *Store) UpdateTask(ctx context.Context, t *notify.Task) (err error) {
 			return notify.ErrConflict
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET body = ?3, version = ?4, live = ?5, expires_at = ?6 WHERE principal = ?1 AND id = ?2`,
-			t.Principal, t.ID, body, version+1, liveFlag(t.Status), toNanos(t.ExpiresAt)); err != nil {
+			t.Principal, t.ID, body, version+1, liveUntil(t), toNanos(t.ExpiresAt)); err != nil {
 			return err
 		}
 		t.Version = version + 1
@@ -133,7 +135,7 @@ func (s *Store) UpdateTask(ctx context.Context, t *notify.Task) (err error) {
 }
 
 // CountTasks implements notify.TaskStore with one read over the index
-// (principal, live, expires_at).
+// (principal, live, expires_at): the tasks whose LiveUntil is after now.
 func (s *Store) CountTasks(ctx context.Context, principal string, limit int) (n int, err error) {
 	defer wrap(&err, "sqlitestore: CountTasks(%.64q, %d)", principal, limit)
 	if err := notify.CheckCountTasks(principal, limit); err != nil {
@@ -142,7 +144,7 @@ func (s *Store) CountTasks(ctx context.Context, principal string, limit int) (n 
 	if err := s.tasks(ctx); err != nil {
 		return 0, err
 	}
-	err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks WHERE principal = ?1 AND live = 1 AND expires_at > ?2 LIMIT ?3)`,
+	err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks WHERE principal = ?1 AND live > ?2 AND expires_at > ?2 LIMIT ?3)`,
 		principal, toNanos(s.now()), limit).Scan(&n)
 	return n, err
 }

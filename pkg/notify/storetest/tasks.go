@@ -14,7 +14,8 @@ import (
 // testTasks checks notify.TaskStore: a task is created once, read back
 // whole from another Store on the same database, found only under its
 // principal, updated only at its current version (terminal statuses stop
-// counting as live), counted per principal up to the limit, gone when it
+// counting as live, as do a lease or a wait that ended), counted per
+// principal up to the limit, gone when it
 // expires (and its id reusable then), and bad arguments are refused.
 func testTasks(t *testing.T, s *suite) {
 	_, ts, other := storesAs[notify.TaskStore](t, s)
@@ -107,6 +108,31 @@ func testTasks(t *testing.T, s *suite) {
 	if err := ts.CreateTask(ctx, task("dave", "short", time.Hour)); err != nil {
 		t.Errorf("CreateTask over an expired task: %v", err)
 	}
+
+	// A working task whose lease ended (its process died) and one whose
+	// wait for input ended stop counting, unread; a renewed lease counts.
+	for _, id := range []string{"dead", "waited"} {
+		d := task("erin", id, time.Hour)
+		d.LeaseUntil = time.Now().Add(time.Second)
+		if id == "waited" {
+			d.Status = notify.TaskInputRequired
+		}
+		if err := ts.CreateTask(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count("erin", 10, 2)
+	renewed, err := ts.GetTask(ctx, "erin", "dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(renewed.LeaseUntil) + 100*time.Millisecond)
+	count("erin", 10, 0)
+	renewed.LeaseUntil = time.Now().Add(time.Minute)
+	if err := ts.UpdateTask(ctx, renewed); err != nil {
+		t.Fatal(err)
+	}
+	count("erin", 10, 1)
 
 	// Bad arguments change nothing.
 	if err := ts.CreateTask(ctx, task("alice", "", time.Hour)); !errors.Is(err, notify.ErrInvalid) {
