@@ -3,6 +3,7 @@ package webhook
 import (
 	"errors"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -121,4 +122,26 @@ func TestParseAllow(t *testing.T) {
 			t.Errorf("ParseAllow(%q) = %v, want ErrInvalidAllow", bad, err)
 		}
 	}
+}
+
+// FuzzCheckURL: what CheckURL accepts (no allow list) is an absolute
+// https URL of at most 2048 bytes with a host, no userinfo and no
+// fragment, whose host, if an IP literal, is routable.
+func FuzzCheckURL(f *testing.F) {
+	for _, s := range []string{"https://example.com/h", "https://[::1]/", "https://127.0.0.1/", "https://u@h/", "http://h/", "https://h/#f", "https://0x7f.1/"} {
+		f.Add(s)
+	}
+	p := &Policy{}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if p.CheckURL(raw) != nil {
+			return
+		}
+		u, err := url.Parse(raw)
+		if err != nil || len(raw) > maxURLLen || !strings.EqualFold(u.Scheme, "https") || u.Hostname() == "" || u.User != nil || strings.Contains(raw, "#") {
+			t.Fatalf("accepted %q", raw)
+		}
+		if a, err := netip.ParseAddr(u.Hostname()); err == nil && !Routable(a) {
+			t.Fatalf("accepted %q: %s is not routable", raw, a)
+		}
+	})
 }

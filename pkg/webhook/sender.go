@@ -196,6 +196,12 @@ func (s *Sender) client(dial func(ctx context.Context, network, addr string) (ne
 	}
 }
 
+// CloseIdleConnections closes the Sender's idle keep-alive connections.
+func (s *Sender) CloseIdleConnections() {
+	s.strict.CloseIdleConnections()
+	s.allowed.CloseIdleConnections()
+}
+
 // Policy returns the Sender's Policy (shared: do not modify its Allow).
 func (s *Sender) Policy() *Policy { return &s.p }
 
@@ -209,7 +215,7 @@ func (s *Sender) Send(ctx context.Context, m Message) Outcome {
 	if len(m.Body) > s.p.maxBody() {
 		return Outcome{Category: CategoryBodyTooLarge, Err: fmt.Errorf("%w: %d bytes, at most %d", ErrBodyTooLarge, len(m.Body), s.p.maxBody())}
 	}
-	o, _ := s.post(ctx, m, maxResponseRead)
+	o, _ := s.post(ctx, m, maxResponseRead, false)
 	return o
 }
 
@@ -227,7 +233,7 @@ func (s *Sender) Verify(ctx context.Context, rawURL, subscriptionID string, secr
 		return Outcome{Category: CategoryInvalidMessage, Err: err}
 	}
 	m := Message{ID: ControlID(ControlVerification), SubscriptionID: subscriptionID, URL: rawURL, Body: body, Secrets: secrets}
-	o, resp := s.post(ctx, m, maxChallengeRead+1)
+	o, resp := s.post(ctx, m, maxChallengeRead+1, true)
 	o.Retry = false
 	if o.Category != "" {
 		return o
@@ -249,8 +255,9 @@ func (s *Sender) Verify(ctx context.Context, rawURL, subscriptionID string, secr
 	return o
 }
 
-// post sends m and reads up to limit bytes of the response body.
-func (s *Sender) post(ctx context.Context, m Message, limit int64) (Outcome, []byte) {
+// post sends m and reads up to limit bytes of the response body; with
+// needBody, a 2xx whose body could not be read is a failure.
+func (s *Sender) post(ctx context.Context, m Message, limit int64, needBody bool) (Outcome, []byte) {
 	invalid := func(format string, args ...any) (Outcome, []byte) {
 		return Outcome{Category: CategoryInvalidMessage, Err: fmt.Errorf("%w: "+format, append([]any{ErrInvalidMessage}, args...)...)}, nil
 	}
@@ -308,11 +315,13 @@ func (s *Sender) post(ctx context.Context, m Message, limit int64) (Outcome, []b
 	o := Outcome{Status: resp.StatusCode}
 	switch c := resp.StatusCode; {
 	case c >= 200 && c < 300:
-		if err != nil {
+		if err != nil && needBody {
 			f := failure(ctx, err)
 			f.Status = c
 			return f, nil
 		}
+		// A 2xx accepts the message (SEP-3415), even if the rest of
+		// its body then failed to arrive.
 		return o, body
 	case c >= 300 && c < 400:
 		o.Category, o.Retry = CategoryRedirect, true

@@ -501,3 +501,29 @@ func BenchmarkSend(b *testing.B) {
 		}
 	})
 }
+
+// TestSendAcceptedDespiteBody: a 2xx is an accepted delivery even when the
+// response body then stalls past the timeout (not a retry that would
+// deliver the event twice); Verify, which needs the body, fails.
+func TestSendAcceptedDespiteBody(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	srv := newCounting(t, false, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte(`{"challenge":`))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	s := NewSender(Policy{Allow: []Origin{srv.origin(t)}, Timeout: 300 * time.Millisecond})
+	if o := send(s, srv.URL); !o.OK() || o.Status != 200 {
+		t.Errorf("Send: %+v", o)
+	}
+	if o := s.Verify(context.Background(), srv.URL, "sub_1", []Secret{newSecret(t, 32)}); o.OK() || o.Category != CategoryTimeout || o.Retry {
+		t.Errorf("Verify: %+v", o)
+	}
+	s.CloseIdleConnections()
+}
