@@ -61,6 +61,12 @@ commands:
                               data) and print the result as JSON; without --cursor
                               from now; --follow polls until interrupted, one JSON
                               line per event, then prints the cursor to resume from
+  events stream NAME [key=value ...] [--arg key=value] [--cursor C] [--json]
+                              hold a push stream of an event type (events/stream)
+                              and print each event as one line (timestamp, name,
+                              eventId, data, cursor; --json: one JSON line) until
+                              interrupted; reconnects from the last cursor when the
+                              server ends the stream, then prints the cursor
   events receive --listen ADDR --secret whsec_... [--json]
                               a local webhook receiver: answers the verification
                               handshake, verifies every delivery's signature (401
@@ -267,11 +273,13 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		}
 		return c.oneShot(ctx, func(ctx context.Context) error { return cmdTask(ctx, e, c, pos[0], pos[1]) })
 	case "events":
-		asJSON := fs.Bool("json", false, "events list: print the event types as JSON; events receive: one JSON line per delivery")
+		asJSON := fs.Bool("json", false, "events list: print the event types as JSON; events stream: one JSON line per event; events receive: one JSON line per delivery")
 		f := &eventsFlags{}
-		fs.StringVar(&f.cursor, "cursor", "", "events poll: the cursor to poll from (default: now)")
 		fs.IntVar(&f.maxEvents, "max-events", 0, "events poll: at most this many events a poll")
 		fs.BoolVar(&f.follow, "follow", false, "events poll: poll until interrupted, one JSON line per event")
+		sf := &streamFlags{}
+		fs.StringVar(&sf.cursor, "cursor", "", "events poll, events stream: the cursor to start from (default: now)")
+		fs.Var(&sf.args, "arg", "events stream: an argument key=value (repeatable; the same as a positional key=value)")
 		rf := &receiveFlags{}
 		fs.StringVar(&rf.listen, "listen", "", "events receive: the address to receive webhooks on (e.g. 127.0.0.1:9000)")
 		fs.Var(&rf.secrets, "secret", "events receive: a whsec_ secret deliveries are signed with (repeatable)")
@@ -284,13 +292,16 @@ func runErr(ctx context.Context, args []string, e *env) error {
 			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsList(ctx, e, c, *asJSON) })
 		case len(pos) == 1 && pos[0] == "receive":
 			return cmdEventsReceive(ctx, e, rf, *asJSON)
+		case len(pos) >= 2 && pos[0] == "stream":
+			return cmdEventsStream(ctx, e, c, pos[1], pos[2:], sf, *asJSON)
 		case len(pos) >= 2 && pos[0] == "poll":
+			f.cursor = sf.cursor
 			if f.follow {
 				return cmdEventsPoll(ctx, e, c, pos[1], pos[2:], f)
 			}
 			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsPoll(ctx, e, c, pos[1], pos[2:], f) })
 		}
-		return fmt.Errorf("%w: events takes list, poll NAME [key=value ...], or receive --listen ADDR --secret SECRET", errUsage)
+		return fmt.Errorf("%w: events takes list, poll NAME [key=value ...], stream NAME [key=value ...], or receive --listen ADDR --secret SECRET", errUsage)
 	case "watch":
 		var topics topicsFlag
 		fs.Var(&topics, "topic", "a topic to subscribe to (repeatable)")

@@ -49,30 +49,9 @@ func cmdEventsPoll(ctx context.Context, e *env, c *common, name string, args []s
 		return err
 	}
 	defer closeSession(ctx, cs)
-	var schema *inputSchema
-	if len(args) > 0 {
-		types, err := cs.ListEvents(ctx)
-		if err != nil {
-			return err
-		}
-		for _, t := range types {
-			if t.Name == name {
-				schema = &inputSchema{}
-				if json.Unmarshal(t.InputSchema, schema) != nil {
-					schema = nil
-				}
-			}
-		}
-	}
-	arguments, err := parseArgs(args, schema)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
 	p := mcp.PollEventsParams{Name: name}
-	if len(arguments) > 0 {
-		if p.Arguments, err = json.Marshal(arguments); err != nil {
-			return err
-		}
+	if p.Arguments, err = eventArguments(ctx, cs, name, args); err != nil {
+		return err
 	}
 	if f.cursor != "" {
 		p.Cursor = &f.cursor
@@ -104,6 +83,33 @@ func cmdEventsPoll(ctx context.Context, e *env, c *common, name string, args []s
 		fmt.Fprintln(e.stderr, "cursor: "+*last)
 	}
 	return err
+}
+
+// eventArguments returns the arguments of a subscription to event type
+// name from key=value and key:=JSON args, typed by its inputSchema (nil
+// for none).
+func eventArguments(ctx context.Context, cs *mcp.ClientSession, name string, args []string) (json.RawMessage, error) {
+	if len(args) == 0 {
+		return nil, nil
+	}
+	types, err := cs.ListEvents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var schema *inputSchema
+	for _, t := range types {
+		if t.Name == name {
+			schema = &inputSchema{}
+			if json.Unmarshal(t.InputSchema, schema) != nil {
+				schema = nil
+			}
+		}
+	}
+	arguments, err := parseArgs(args, schema)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return json.Marshal(arguments)
 }
 
 // connectOneShot connects a client without a standalone stream.

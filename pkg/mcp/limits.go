@@ -57,7 +57,8 @@ type Limits struct {
 	// bounds it bounds what a principal holds (docs/limits.md).
 	MaxSessionsPerPrincipal int
 	// MaxListensPerPrincipal bounds the open subscriptions/listen streams
-	// (2026 era) of one principal, parked ones included, over all
+	// (2026 era) and events/stream streams (either era) of one
+	// principal together, parked ones included, over all
 	// processes sharing the store, when the store implements
 	// notify.SessionCounter: a listen beyond it gets HTTP 429 with
 	// Retry-After and stores nothing. Each stream has at most
