@@ -51,7 +51,7 @@ type ControlError struct {
 
 // EventBody returns the body of an event delivery: {"eventId", "name",
 // "timestamp" (UTC, milliseconds), "data", "cursor"}; cursor "" is
-// omitted (the same as null to a receiver), and empty data is null. data
+// written as null (a type without replay), and empty data is null. data
 // must be valid JSON.
 func EventBody(eventID, name string, ts time.Time, data json.RawMessage, cursor string) ([]byte, error) {
 	if eventID == "" || name == "" {
@@ -60,7 +60,11 @@ func EventBody(eventID, name string, ts time.Time, data json.RawMessage, cursor 
 	if len(data) == 0 {
 		data = json.RawMessage("null")
 	}
-	e := EventOccurrence{EventID: eventID, Name: name, Timestamp: ts.UTC().Format(TimestampLayout), Data: data}
+	var e struct {
+		EventOccurrence
+		Cursor *string `json:"cursor"` // written as null, as ChatGPT's guide shows it
+	}
+	e.EventOccurrence = EventOccurrence{EventID: eventID, Name: name, Timestamp: ts.UTC().Format(TimestampLayout), Data: data}
 	if cursor != "" {
 		e.Cursor = &cursor
 	}

@@ -18,7 +18,7 @@ func TestBodies(t *testing.T) {
 			return EventBody("evt_1", "incident.created", ts, json.RawMessage(`{"severity":"P1"}`), "cursor_xyz")
 		}, `{"eventId":"evt_1","name":"incident.created","timestamp":"2026-02-19T15:00:00.123Z","data":{"severity":"P1"},"cursor":"cursor_xyz"}`},
 		{"event without cursor or data", func() ([]byte, error) { return EventBody("e", "n", ts, nil, "") },
-			`{"eventId":"e","name":"n","timestamp":"2026-02-19T15:00:00.123Z","data":null}`},
+			`{"eventId":"e","name":"n","timestamp":"2026-02-19T15:00:00.123Z","data":null,"cursor":null}`},
 		{"gap", func() ([]byte, error) { return GapBody("c1") }, `{"type":"gap","cursor":"c1"}`},
 		{"gap without replay", func() ([]byte, error) { return GapBody("") }, `{"type":"gap","cursor":null}`},
 		{"terminated", func() ([]byte, error) { return TerminatedBody(-32600, "revoked", nil) },
