@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,4 +159,67 @@ func mustOrigin(t *testing.T, raw string) Origin {
 		t.Fatalf("ParseAllow(%q): %v", raw, err)
 	}
 	return o[0]
+}
+
+// TestReceiverThirdPartySigned: webhook.Receiver accepts messages signed
+// by the npm standardwebhooks package (test/node/webhooks/sign.mjs), an
+// event and a verification envelope (whose challenge it echoes), and
+// refuses one whose body was changed after signing.
+func TestReceiverThirdPartySigned(t *testing.T) {
+	node := testenv.Node22(t)
+	dir := testenv.NodeDir(t)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "standardwebhooks", "package.json")); err != nil {
+		testenv.RequireComponent(t, "standardwebhooks (npm, test/node)", err)
+	}
+	rig := newReceiverRig(t, nil)
+	now := time.Now().Unix()
+	ev, _ := EventBody("evt_n1", "order.created", time.Now(), json.RawMessage(`{"text":"naïve ☃"}`), "c1")
+	verification := `{"type":"verification","challenge":"abc123"}`
+	type msg struct {
+		Secret    string `json:"secret"`
+		ID        string `json:"id"`
+		Timestamp int64  `json:"timestamp"`
+		Body      string `json:"body"`
+	}
+	in, _ := json.Marshal([]msg{
+		{rig.sec.Reveal(), "evt_n1", now, string(ev)},
+		{rig.sec.Reveal(), "msg_verification_n2", now, verification},
+		{rig.sec.Reveal(), "evt_n3", now, string(ev)},
+	})
+	cmd := exec.Command(node, filepath.Join(testenv.RepoRoot(t), "test", "node", "webhooks", "sign.mjs"))
+	cmd.Env = append(os.Environ(), testenv.NodeDirEnv+"="+dir)
+	cmd.Stdin = strings.NewReader(string(in))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sign.mjs: %v", err)
+	}
+	var headers []map[string]string
+	if err := json.Unmarshal(out, &headers); err != nil || len(headers) != 3 {
+		t.Fatalf("sign.mjs output %q: %v", out, err)
+	}
+	bodies := []string{string(ev), verification, strings.Replace(string(ev), "naïve", "naive", 1)}
+	want := []int{http.StatusNoContent, http.StatusOK, http.StatusUnauthorized}
+	for i, h := range headers {
+		req, _ := http.NewRequest(http.MethodPost, rig.srv.URL, strings.NewReader(bodies[i]))
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set(HeaderSubscriptionID, "sub_known")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want[i] {
+			t.Errorf("message %d: %d %s, want %d", i, resp.StatusCode, b, want[i])
+		}
+		if i == 1 && strings.TrimSpace(string(b)) != `{"challenge":"abc123"}` {
+			t.Errorf("verification answer %s", b)
+		}
+	}
+	if len(rig.handled) != 2 {
+		t.Errorf("handled %d", len(rig.handled))
+	}
 }
