@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -184,17 +187,18 @@ func (b browserTools) startInspector(t *testing.T, url, era string) (ready func(
 // notifications/resources/updated and a refresh of the resource the event.
 func TestBrowserInspector(t *testing.T) {
 	b := requireBrowser(t)
-	// Streams held, as a local process should hold them (issue 28's local
-	// defaults): with the Lambda-style 5 s hold, an idle 2026 listen stream
-	// looks for events once a second, which alone can take most of
-	// maxEventDelay on a loaded machine (measured: 2.7 s once at a load
-	// average of 19). Drop this once held streams are the local default.
-	c, store := startBrowserServer(t, "", "MCPUSH_STREAM_HOLD=deadline")
+	// The server runs with `make run`'s defaults (streams held until the
+	// client leaves). The Inspectors reach it through a proxy that counts
+	// their requests: after its first minute an idle Inspector makes at
+	// most one request a minute (with the Lambda-style 5 s hold an idle
+	// 2025-era GET stream was re-opened every second: 93 requests in 90 s).
+	c, store := startBrowserServer(t, "")
+	counter := newRequestCounter(t, c.URL(0))
 	ingest := testenv.BuildBinary(t, "./functions/sns-ingest")
 	eras := []struct{ era, version string }{{"legacy", "2025-11-25"}, {"modern", "2026-07-28"}}
 	var ready []func() string
 	for _, e := range eras { // both start at once
-		ready = append(ready, b.startInspector(t, c.URL(0), e.era))
+		ready = append(ready, b.startInspector(t, counter.url(e.era), e.era))
 	}
 	pages := make([]string, len(eras))
 	for i := range eras {
@@ -210,13 +214,30 @@ func TestBrowserInspector(t *testing.T) {
 					ClientName      string `json:"clientName"`
 					SessionID       string `json:"sessionId"`
 				} `json:"toolResult"`
+				ConnectedAt        int64                  `json:"connectedAt"`
+				IdleEndedAt        int64                  `json:"idleEndedAt"`
 				Ingest             struct{ Accepted int } `json:"ingest"`
 				ShownAfterIngestMs int64                  `json:"shownAfterIngestMs"`
 				DelaysMs           []int64                `json:"delaysMs"`
 				SawUpdated         bool                   `json:"sawUpdated"`
 			}
-			b.runScript(t, "inspector.mjs", 90*time.Second, &got,
-				"INSPECTOR_URL="+pages[i], "ERA="+e.era, "SNS_INGEST="+ingest, "MCPUSH_STORE="+store, "SHOT_DIR="+shots, "MAX_DELAY_MS="+strconv.FormatInt(maxEventDelay.Milliseconds(), 10))
+			idle := ""
+			if e.era == "legacy" { // the era that polled; one idle wait keeps the test short
+				idle = "IDLE_MS=" + strconv.FormatInt((idleFirst+idleWindow).Milliseconds(), 10)
+			}
+			b.runScript(t, "inspector.mjs", 90*time.Second+idleFirst+idleWindow, &got,
+				"INSPECTOR_URL="+pages[i], "ERA="+e.era, "SNS_INGEST="+ingest, "MCPUSH_STORE="+store, "SHOT_DIR="+shots, "MAX_DELAY_MS="+strconv.FormatInt(maxEventDelay.Milliseconds(), 10), idle)
+			if idle != "" {
+				from := time.UnixMilli(got.ConnectedAt).Add(idleFirst)
+				to := time.UnixMilli(got.IdleEndedAt)
+				n, all := counter.count(e.era, from, to)
+				t.Logf("%s: the idle Inspector made %d requests to the server from %v to %v after connecting (%d in all)", e.version, n, idleFirst, to.Sub(time.UnixMilli(got.ConnectedAt)).Round(time.Second), all)
+				if got.IdleEndedAt == 0 || to.Sub(from) < idleWindow-time.Second {
+					t.Errorf("the Inspector was idle from %v to %v; want a window of %v", from, to, idleWindow)
+				} else if n > 1 {
+					t.Errorf("an idle Inspector made %d requests in the minute after its first; want at most 1", n)
+				}
+			}
 			for _, tool := range []string{"events_recent", "events_wait", "session_info", "topics_list"} {
 				if !strings.Contains(strings.Join(got.Tools, ","), tool) {
 					t.Errorf("the Inspector lists tools %q; want %s among them", got.Tools, tool)
@@ -235,6 +256,64 @@ func TestBrowserInspector(t *testing.T) {
 			}
 		})
 	}
+}
+
+// idleFirst and idleWindow: an idle Inspector's requests are counted
+// over idleWindow, from idleFirst after it connected.
+const (
+	idleFirst  = time.Minute
+	idleWindow = time.Minute
+)
+
+// requestCounter is a reverse proxy in front of the server that records
+// when each request arrived, per path prefix (/<name>/mcp).
+type requestCounter struct {
+	base string
+	mu   sync.Mutex
+	at   map[string][]time.Time
+}
+
+func newRequestCounter(t *testing.T, target string) *requestCounter {
+	t.Helper()
+	u, err := neturl.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &requestCounter{at: map[string][]time.Time{}}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(&neturl.URL{Scheme: u.Scheme, Host: u.Host})
+			r.Out.URL.Path = u.Path
+			r.Out.Host = u.Host
+		},
+		FlushInterval: -1, // SSE
+	}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		rc.mu.Lock()
+		rc.at[name] = append(rc.at[name], time.Now())
+		rc.mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	rc.base = ts.URL
+	return rc
+}
+
+// url is the proxied server's URL for the client name.
+func (rc *requestCounter) url(name string) string { return rc.base + "/" + name + "/mcp" }
+
+// count returns how many of name's requests arrived from from to to, and
+// how many arrived in all.
+func (rc *requestCounter) count(name string, from, to time.Time) (n, all int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, at := range rc.at[name] {
+		if !at.Before(from) && !at.After(to) {
+			n++
+		}
+	}
+	return n, len(rc.at[name])
 }
 
 // TestBrowserCORS serves test/node/browser/cors-page.html from three real

@@ -16,6 +16,8 @@
 //                  more (a machine shared with other work may stall once);
 //                  delaysMs lists both
 //   SHOT_DIR       optional: where to save a screenshot of each step
+//   IDLE_MS        optional: stay connected and idle until this long after
+//                  connecting (connectedAt, idleEndedAt: epoch ms)
 //   MCPUSH_NODE_DIR  where puppeteer-core is installed
 //
 // It prints one JSON object on its last line of output: what it saw and
@@ -122,6 +124,7 @@ async function run() {
   await page.click("input[role=switch][aria-label^='Connect or disconnect']");
   await waitText(`MCP ${version}`);
   log(`connected: MCP ${version}`);
+  result.connectedAt = Date.now();
   await shot("connected");
 
   // List the tools.
@@ -200,4 +203,14 @@ async function run() {
     result.sawEventInResource = true;
   }
   await shot("done");
+
+  // IDLE_MS: leave the connected page alone that long after connecting
+  // (the Go test counts the Inspector's requests to the server meanwhile).
+  const idleMs = Number(process.env.IDLE_MS || 0);
+  if (idleMs > 0) {
+    const until = result.connectedAt + idleMs;
+    log(`idle until ${((until - t0) / 1000).toFixed(1)}s`);
+    await new Promise((r) => setTimeout(r, Math.max(0, until - Date.now())));
+    result.idleEndedAt = Date.now();
+  }
 }
