@@ -80,7 +80,9 @@ func TestInspectorSchemaCheck(t *testing.T) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "control", Version: "1"}, store, nil)
 	srv.AddTool(&mcp.Tool{Name: "unportable", InputSchema: map[string]any{"type": "object", "properties": map[string]any{
 		"data": true, "limit": map[string]any{"type": []string{"null", "integer"}},
-	}}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+	}}}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
 	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true})
 	ts := httptest.NewServer(h)
 	defer func() { ts.Close(); h.Close() }()
