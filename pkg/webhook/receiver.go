@@ -15,7 +15,7 @@ import (
 // Receiver defaults.
 const (
 	DefaultTolerance = 5 * time.Minute // webhook-timestamp may be this far from now, either way
-	DefaultDedup     = 4096            // webhook-ids remembered
+	DefaultDedup     = 4096            // (subscription, webhook-id) pairs remembered
 	maxSubIDLen      = maxHeaderValue
 )
 
@@ -37,7 +37,8 @@ type Delivery struct {
 // signature over the raw body with the standard-webhooks library and the
 // timestamp within 5 minutes of Now (401 otherwise); parses the body
 // (400 if it is neither an EventOccurrence nor a control envelope); and
-// answers a webhook-id seen recently with 200 without handling it again.
+// answers a webhook-id seen recently for the same subscription with 200
+// without handling it again.
 // Then it calls Handle: nil answers 200 (for a verification envelope,
 // with {"challenge": ...} echoed), ErrGone answers 410 (not retried), and
 // any other error 500 (retried). Set the fields before use; a Receiver is
@@ -57,13 +58,15 @@ type Receiver struct {
 	Now func() time.Time
 	// Tolerance is the timestamp window; 0 is DefaultTolerance.
 	Tolerance time.Duration
-	// Dedup is how many handled webhook-ids are remembered; 0 is
-	// DefaultDedup, negative disables deduplication.
+	// Dedup is how many handled (X-MCP-Subscription-Id, webhook-id)
+	// pairs are remembered; 0 is DefaultDedup, negative disables
+	// deduplication. The pair, not the id alone: an event delivered to
+	// two subscriptions has one webhook-id (its eventId).
 	Dedup int
 
 	mu   sync.Mutex
-	seen map[string]bool // webhook-id → handled (false: being handled)
-	ring []string        // the ids in seen, oldest first
+	seen map[string]bool // subscription NUL webhook-id → handled (false: being handled)
+	ring []string        // the keys in seen, oldest first
 }
 
 // ServeHTTP implements http.Handler.
@@ -117,14 +120,18 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	d.SubscriptionID, d.WebhookID, d.Timestamp = sub, id, ts
 
-	if !r.reserve(id) {
+	// The key is the subscription and the webhook-id: an event's
+	// webhook-id is its eventId, the same for every subscription that
+	// matches it, and one receiver may hold several of them.
+	key := sub + "\x00" + id
+	if !r.reserve(key) {
 		w.WriteHeader(http.StatusOK) // a duplicate: already handled, or being handled
 		return
 	}
 	if r.Handle != nil {
 		err = r.Handle(d)
 	}
-	r.release(id, err == nil)
+	r.release(key, err == nil)
 	switch {
 	case errors.Is(err, ErrGone):
 		http.Error(w, "gone", http.StatusGone)
@@ -170,38 +177,38 @@ func (r *Receiver) verify(body []byte, h http.Header, secrets []Secret) (time.Ti
 	return ts, nil
 }
 
-// reserve claims id for handling; false if it was handled recently or is
-// being handled.
-func (r *Receiver) reserve(id string) bool {
+// reserve claims key (subscription and webhook-id) for handling; false if
+// it was handled recently or is being handled.
+func (r *Receiver) reserve(key string) bool {
 	if r.Dedup < 0 {
 		return true
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.seen[id]; dup {
+	if _, dup := r.seen[key]; dup {
 		return false
 	}
 	if r.seen == nil {
 		r.seen = make(map[string]bool)
 	}
-	r.seen[id] = false
+	r.seen[key] = false
 	return true
 }
 
-// release ends the handling of id: remembered if handled, forgotten (so
+// release ends the handling of key: remembered if handled, forgotten (so
 // the sender's retry is handled) if not.
-func (r *Receiver) release(id string, handled bool) {
+func (r *Receiver) release(key string, handled bool) {
 	if r.Dedup < 0 {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !handled {
-		delete(r.seen, id)
+		delete(r.seen, key)
 		return
 	}
-	r.seen[id] = true
-	r.ring = append(r.ring, id)
+	r.seen[key] = true
+	r.ring = append(r.ring, key)
 	limit := r.Dedup
 	if limit == 0 {
 		limit = DefaultDedup

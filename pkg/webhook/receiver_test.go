@@ -30,7 +30,7 @@ func newReceiverRig(t *testing.T, now func() time.Time) *receiverRig {
 	rig := &receiverRig{sec: newSecret(t, 32)}
 	rig.r = &Receiver{
 		Secrets: func(sub string) []Secret {
-			if sub == "sub_known" {
+			if sub == "sub_known" || sub == "sub_second" {
 				return []Secret{rig.sec}
 			}
 			return nil
@@ -84,6 +84,10 @@ func TestReceiver(t *testing.T) {
 	if code, _ := rig.post(t, "evt_1", "sub_known", ev, rig.sec, now.Add(time.Minute)); code != http.StatusOK {
 		t.Errorf("duplicate: %d", code)
 	}
+	// The same event for another subscription is not a duplicate.
+	if code, _ := rig.post(t, "evt_1", "sub_second", ev, rig.sec, now); code != http.StatusNoContent {
+		t.Errorf("the same event for another subscription: %d", code)
+	}
 	for _, tt := range []struct {
 		name string
 		id   string
@@ -133,7 +137,7 @@ func TestReceiver(t *testing.T) {
 	if resp, _ := http.Get(rig.srv.URL); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %d", resp.StatusCode)
 	}
-	if len(rig.handled) != 1 || rig.handled[0].Event == nil || rig.handled[0].Event.EventID != "evt_1" ||
+	if len(rig.handled) != 2 || rig.handled[1].SubscriptionID != "sub_second" || rig.handled[0].Event == nil || rig.handled[0].Event.EventID != "evt_1" ||
 		rig.handled[0].SubscriptionID != "sub_known" || !rig.handled[0].Timestamp.Equal(now) {
 		t.Errorf("handled: %+v", rig.handled)
 	}
