@@ -323,7 +323,7 @@ func TestClient(t *testing.T) {
 	})
 
 	e.step(t, "ordered handlers", func(t *testing.T) {
-		// Property (seed 004): whatever the mix of notifications, every
+		// Property: whatever the mix of notifications, every
 		// one that arrives is handled, once, in arrival order, although
 		// the handler panics on every tenth.
 		seed := uint64(time.Now().UnixNano())
@@ -420,7 +420,7 @@ func TestClient(t *testing.T) {
 	})
 
 	e.step(t, "list_changed burst", func(t *testing.T) {
-		// Seed 002: while a re-list is in flight (held at the tap), any
+		// While a re-list is in flight (held at the tap), any
 		// number of tools/list_changed coalesce into one more re-list.
 		const changes = 50
 		tap := newWireTap()

@@ -25,7 +25,8 @@ import (
 // events registry, to every 2025-era session whose client declared the
 // extension in its initialize capabilities, and to 2026-era
 // subscriptions/listen streams that opt in with eventsListChanged (the
-// same per-session notified hash, seed 000, as the other registries).
+// same per-session notified hash, notify.Session.NotifiedHashes, as the
+// other registries).
 
 // EventsExtension is the identifier of the Events extension.
 const EventsExtension = "io.modelcontextprotocol/events"
