@@ -148,6 +148,7 @@ func run(logger *slog.Logger) error {
 		{"MCPUSH_MAX_LISTENS_PER_PRINCIPAL", &opts.Limits.MaxListensPerPrincipal},
 		{"MCPUSH_MAX_TASKS_PER_PRINCIPAL", &opts.Limits.MaxTasksPerPrincipal},
 		{"MCPUSH_MAX_TASK_RESULT_BYTES", &opts.Limits.MaxTaskResultBytes},
+		{"MCPUSH_MAX_TASK_BYTES_PER_PRINCIPAL", &opts.Limits.MaxTaskBytesPerPrincipal},
 		{"MCPUSH_MAX_TASK_INPUT_ROUNDS", &opts.Limits.MaxTaskInputRounds},
 		{"MCPUSH_TASK_WORKERS", &opts.Tasks.Workers},
 		{"MCPUSH_TASK_WORKERS_PER_PRINCIPAL", &opts.Tasks.WorkersPerPrincipal},

@@ -376,7 +376,7 @@ func (t taskStore) UpdateTask(ctx context.Context, task *notify.Task) error {
 	return t.ts.UpdateTask(ctx, task)
 }
 
-func (t taskStore) CountTasks(ctx context.Context, principal string, limit int) (int, error) {
+func (t taskStore) CountTasks(ctx context.Context, principal string, limit int) (notify.TaskCount, error) {
 	t.c.add("CountTasks")
 	return t.ts.CountTasks(ctx, principal, limit)
 }

@@ -74,6 +74,14 @@ type Limits struct {
 	// MaxTaskResultBytes bounds the encoded result of a task: a larger
 	// one fails the task (status failed, error -32603 naming the limit).
 	MaxTaskResultBytes int
+	// MaxTaskBytesPerPrincipal bounds the stored records of one
+	// principal's tasks that have not expired (ended ones included: they
+	// are kept for their TaskTTL), over all processes sharing the store:
+	// a tools/call that would create a task while they hold this much
+	// gets -32600 naming the limit and creates nothing. Checked at
+	// creation, so the tasks still working may add their results beyond
+	// it (at most MaxTasksPerPrincipal records of notify.MaxItemBytes).
+	MaxTaskBytesPerPrincipal int
 	// MaxTaskInputRounds bounds how often one task may ask the client for
 	// input: one more round fails the task (-32603).
 	MaxTaskInputRounds int
@@ -99,8 +107,10 @@ var DefaultLimits = Limits{
 	MaxListensPerPrincipal:  20,
 	MaxTasksPerPrincipal:    32,
 	MaxTaskResultBytes:      256 << 10,
-	MaxTaskInputRounds:      16,
-	TaskTTL:                 time.Hour,
+	// 8 MiB: 32 results of the 256 KiB limit.
+	MaxTaskBytesPerPrincipal: 8 << 20,
+	MaxTaskInputRounds:       16,
+	TaskTTL:                  time.Hour,
 }
 
 // withDefaults returns l with every zero (or negative) field set to its
@@ -126,6 +136,7 @@ func (l Limits) withDefaults() Limits {
 	set(&l.MaxListensPerPrincipal, d.MaxListensPerPrincipal)
 	set(&l.MaxTasksPerPrincipal, d.MaxTasksPerPrincipal)
 	set(&l.MaxTaskResultBytes, d.MaxTaskResultBytes)
+	set(&l.MaxTaskBytesPerPrincipal, d.MaxTaskBytesPerPrincipal)
 	set(&l.MaxTaskInputRounds, d.MaxTaskInputRounds)
 	if l.TaskTTL <= 0 {
 		l.TaskTTL = d.TaskTTL

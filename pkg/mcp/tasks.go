@@ -68,8 +68,8 @@ const resultTask = "task"
 
 // TaskOptions configure how a Server runs tasks. Zero fields mean the
 // defaults. Bounds on what a client may make the server hold are in
-// Limits (MaxTasksPerPrincipal, MaxTaskResultBytes, MaxTaskInputRounds,
-// TaskTTL).
+// Limits (MaxTasksPerPrincipal, MaxTaskBytesPerPrincipal,
+// MaxTaskResultBytes, MaxTaskInputRounds, TaskTTL).
 type TaskOptions struct {
 	// Runner starts the work of a task. Nil: a pool of Workers goroutines
 	// in this process.
@@ -542,16 +542,19 @@ func (e *taskEngine) create(ctx context.Context, ss *ServerSession, params json.
 		tag = addressTag(ss.quota)
 		principal = addressPrefix + tag
 	}
-	n, err := e.store.CountTasks(ctx, principal, e.limits.MaxTasksPerPrincipal)
+	c, err := e.store.CountTasks(ctx, principal, e.limits.MaxTasksPerPrincipal)
 	if err != nil {
 		return nil, fmt.Errorf("counting tasks: %w", err)
 	}
-	if n >= e.limits.MaxTasksPerPrincipal {
-		who := "principal"
-		if tag != "" {
-			who = "client address (without authentication)"
-		}
-		return nil, Errorf(CodeInvalidRequest, "too many tasks: %d are working or waiting for input, limit %d per %s; wait for one to end or cancel one (tasks/cancel)", n, e.limits.MaxTasksPerPrincipal, who)
+	who := "principal"
+	if tag != "" {
+		who = "client address (without authentication)"
+	}
+	if c.Live >= e.limits.MaxTasksPerPrincipal {
+		return nil, Errorf(CodeInvalidRequest, "too many tasks: %d are working or waiting for input, limit %d per %s; wait for one to end or cancel one (tasks/cancel)", c.Live, e.limits.MaxTasksPerPrincipal, who)
+	}
+	if c.Bytes >= int64(e.limits.MaxTaskBytesPerPrincipal) {
+		return nil, Errorf(CodeInvalidRequest, "too many task bytes stored: this %s's tasks, ended ones included, hold %d bytes in the store, limit %d; ended tasks are kept for their ttlMs (%v) after their creation", who, c.Bytes, e.limits.MaxTaskBytesPerPrincipal, e.limits.TaskTTL)
 	}
 	req, _ := json.Marshal(taskRequest{Params: params, ProtocolVersion: ss.ProtocolVersion(), ClientCapabilities: ss.state.ClientCapabilities})
 	input, _ := json.Marshal(in)

@@ -2,14 +2,17 @@ package mcp_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
 )
 
 // tryTask sends a task tool's tools/call as who through client (nil: the
@@ -170,5 +173,57 @@ func TestTaskShutdown(t *testing.T) {
 	late := startTask(t, p.url, "alice", "echo", `{}`)
 	if r := getTask(t, other.url, "alice", late); r.Result["status"] != "failed" {
 		t.Errorf("a task created after ShutdownTasks: %v, want failed", r.Result)
+	}
+}
+
+// TestTaskStoredBytes: the stored records of one principal's unexpired
+// tasks, ended ones included, are bounded (MaxTaskBytesPerPrincipal): at
+// the bound a new task is refused with -32600 naming it and nothing is
+// stored, while another principal's is accepted; on both stores (ended
+// tasks used to be bounded only by the request rate: 500 added 100 MB).
+func TestTaskStoredBytes(t *testing.T) {
+	const bound = 20_000
+	for _, hs := range heldStores(t) {
+		t.Run(hs.name, func(t *testing.T) {
+			st := hs.open(t)
+			srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, st, &mcp.ServerOptions{Limits: mcp.Limits{MaxTaskBytesPerPrincipal: bound}})
+			srv.AddTaskTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}},
+				func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
+				}, nil)
+			h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, Authenticator: headerPrincipal{}})
+			ts := httptest.NewServer(h)
+			t.Cleanup(func() { srv.ShutdownTasks(context.Background()); h.Close(); ts.Close() })
+			who := fmt.Sprintf("bytes-%d", time.Now().UnixNano()) // a fresh principal on the shared table
+			args := `{"pad":"` + strings.Repeat("x", 3000) + `"}`
+			accepted := 0
+			for {
+				r := tryTask(t, nil, ts.URL, who, "echo", args)
+				if r.Error != nil {
+					if r.Error.Code != mcp.CodeInvalidRequest || !strings.Contains(r.Error.Message, "limit 20000") {
+						t.Fatalf("task %d: %+v, want -32600 naming the bound", accepted+1, r.Error)
+					}
+					break
+				}
+				id, _ := r.Result["taskId"].(string)
+				waitStatus(t, ts.URL, who, id, "completed")
+				if accepted++; accepted > 10 {
+					t.Fatalf("%d tasks of 6 KB records accepted under a %d-byte bound", accepted, bound)
+				}
+			}
+			if accepted < 3 {
+				t.Errorf("refused after %d tasks of about 6 KB each, want 3 or 4 under %d bytes", accepted, bound)
+			}
+			c, err := st.(notify.TaskStore).CountTasks(t.Context(), who, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Bytes < bound || c.Bytes > bound+7000 {
+				t.Errorf("%d bytes stored after the refusal, want the bound (%d) plus less than one record", c.Bytes, bound)
+			}
+			id := startTask(t, ts.URL, who+"-other", "echo", args)
+			waitStatus(t, ts.URL, who+"-other", id, "completed")
+			t.Logf("%d tasks accepted, %d bytes stored, then refused", accepted, c.Bytes)
+		})
 	}
 }

@@ -95,9 +95,16 @@ type TaskStore interface {
 	// ErrNotFound when the task is gone.
 	UpdateTask(ctx context.Context, t *Task) error
 	// CountTasks counts the principal's live tasks (Task.LiveUntil after
-	// now), no further than limit (a result of limit means "limit or
-	// more"). A limit < 1 is ErrInvalid.
-	CountTasks(ctx context.Context, principal string, limit int) (int, error)
+	// now), no further than limit (a Live of limit means "limit or
+	// more"), and the bytes of the records of all its tasks that have not
+	// expired, ended ones included. A limit < 1 is ErrInvalid.
+	CountTasks(ctx context.Context, principal string, limit int) (TaskCount, error)
+}
+
+// TaskCount is what a principal's tasks hold in a store (CountTasks).
+type TaskCount struct {
+	Live  int   // live tasks, at most the limit asked for
+	Bytes int64 // the encoded records (CheckTask) of the unexpired tasks
 }
 
 // CheckTask validates a task record the same way for every store, and

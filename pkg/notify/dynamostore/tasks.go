@@ -19,6 +19,8 @@ const (
 	// status is terminal (items written before it held 1 while not
 	// terminal: those no longer count).
 	attrTaskLive = "tl"
+	// attrTaskBytes is the size of the record (attrData), for CountTasks.
+	attrTaskBytes = "tb"
 )
 
 // taskPK is the partition of a principal's tasks, one item per task (sk:
@@ -35,6 +37,7 @@ func taskItem(t *notify.Task, body []byte, version int64) item {
 		live = toNanos(t.LiveUntil())
 	}
 	it[attrTaskLive] = avN(live)
+	it[attrTaskBytes] = avN(int64(len(body)))
 	return setExpiry(it, t.ExpiresAt)
 }
 
@@ -117,13 +120,13 @@ func (s *Store) UpdateTask(ctx context.Context, t *notify.Task) (err error) {
 }
 
 // CountTasks implements notify.TaskStore with one Query of the
-// principal's task partition (more pages only past 1 MB of tasks),
-// counting the items whose LiveUntil is after now (live lease or wait)
-// and that have not expired.
-func (s *Store) CountTasks(ctx context.Context, principal string, limit int) (n int, err error) {
+// principal's task partition (more pages only past 1 MB of tasks, which
+// the bound on a principal's stored task bytes keeps few), reading each
+// unexpired item's LiveUntil (live when after now) and record size.
+func (s *Store) CountTasks(ctx context.Context, principal string, limit int) (c notify.TaskCount, err error) {
 	defer wrap(&err, "dynamostore: CountTasks(%.64q, %d)", principal, limit)
 	if err := notify.CheckCountTasks(principal, limit); err != nil {
-		return 0, err
+		return c, err
 	}
 	var e expr
 	now := toNanos(s.now())
@@ -131,21 +134,24 @@ func (s *Store) CountTasks(ctx context.Context, principal string, limit int) (n 
 		TableName:              s.table,
 		ConsistentRead:         consistent,
 		KeyConditionExpression: aws.String(e.n(attrPK) + " = " + e.v(avS(taskPK(principal)))),
-		FilterExpression:       aws.String(e.n(attrTaskLive) + " > " + e.v(avN(now)) + " AND " + e.n(attrExp) + " > " + e.v(avN(now))),
-		Select:                 types.SelectCount,
+		FilterExpression:       aws.String(e.n(attrExp) + " > " + e.v(avN(now))),
+		ProjectionExpression:   aws.String(e.n(attrTaskLive) + ", " + e.n(attrTaskBytes)),
 	}
 	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
 	for {
 		res, err := s.api.Query(ctx, in)
 		if err != nil {
-			return 0, err
+			return notify.TaskCount{}, err
 		}
-		n += int(res.Count)
-		if n >= limit {
-			return limit, nil
+		for _, it := range res.Items {
+			if getN(it, attrTaskLive) > now {
+				c.Live++
+			}
+			c.Bytes += getN(it, attrTaskBytes)
 		}
 		if len(res.LastEvaluatedKey) == 0 {
-			return n, nil
+			c.Live = min(c.Live, limit)
+			return c, nil
 		}
 		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}

@@ -134,17 +134,19 @@ func (s *Store) UpdateTask(ctx context.Context, t *notify.Task) (err error) {
 	})
 }
 
-// CountTasks implements notify.TaskStore with one read over the index
-// (principal, live, expires_at): the tasks whose LiveUntil is after now.
-func (s *Store) CountTasks(ctx context.Context, principal string, limit int) (n int, err error) {
+// CountTasks implements notify.TaskStore with one read of the
+// principal's unexpired rows: those whose LiveUntil is after now are
+// live; the bytes are their bodies' (length reads no body).
+func (s *Store) CountTasks(ctx context.Context, principal string, limit int) (c notify.TaskCount, err error) {
 	defer wrap(&err, "sqlitestore: CountTasks(%.64q, %d)", principal, limit)
 	if err := notify.CheckCountTasks(principal, limit); err != nil {
-		return 0, err
+		return c, err
 	}
 	if err := s.tasks(ctx); err != nil {
-		return 0, err
+		return c, err
 	}
-	err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM tasks WHERE principal = ?1 AND live > ?2 AND expires_at > ?2 LIMIT ?3)`,
-		principal, toNanos(s.now()), limit).Scan(&n)
-	return n, err
+	err = s.r.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE live > ?2), coalesce(sum(length(body)), 0) FROM tasks WHERE principal = ?1 AND expires_at > ?2`,
+		principal, toNanos(s.now())).Scan(&c.Live, &c.Bytes)
+	c.Live = min(c.Live, limit)
+	return c, err
 }

@@ -30,8 +30,8 @@ func testTasks(t *testing.T, s *suite) {
 	}
 	count := func(principal string, limit, want int) {
 		t.Helper()
-		if got, err := other.CountTasks(ctx, principal, limit); err != nil || got != want {
-			t.Errorf("CountTasks(%q, %d) = %d, %v; want %d", principal, limit, got, err, want)
+		if got, err := other.CountTasks(ctx, principal, limit); err != nil || got.Live != want {
+			t.Errorf("CountTasks(%q, %d) = %+v, %v; want %d live", principal, limit, got, err, want)
 		}
 	}
 
@@ -94,17 +94,46 @@ func testTasks(t *testing.T, s *suite) {
 	}
 	count("alice", 10, 2)
 
+	// Bytes: the records of every unexpired task, ended ones included.
+	bytesOf := func(principal string) int64 {
+		t.Helper()
+		c, err := other.CountTasks(ctx, principal, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Bytes
+	}
+	var want int64
+	for _, id := range []string{"t1", "t2", "t3"} {
+		r, err := ts.GetTask(ctx, "alice", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := notify.CheckTask(r)
+		want += int64(len(b))
+	}
+	if got := bytesOf("alice"); got != want {
+		t.Errorf("CountTasks(alice).Bytes = %d, want %d (the three records, the ended one too)", got, want)
+	}
+	if got := bytesOf("carol"); got != 0 {
+		t.Errorf("CountTasks(carol).Bytes = %d, want 0", got)
+	}
+
 	// Expiry: an expired task is not found, not counted, and its id is
 	// free again.
 	if err := ts.CreateTask(ctx, task("dave", "short", time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	count("dave", 10, 1)
+	before := bytesOf("dave")
 	time.Sleep(1100 * time.Millisecond)
 	if _, err := other.GetTask(ctx, "dave", "short"); !errors.Is(err, notify.ErrNotFound) {
 		t.Errorf("GetTask of an expired task = %v, want ErrNotFound", err)
 	}
 	count("dave", 10, 0)
+	if got := bytesOf("dave"); before == 0 || got != 0 {
+		t.Errorf("CountTasks(dave).Bytes = %d before its task expired, %d after; want > 0, 0", before, got)
+	}
 	if err := ts.CreateTask(ctx, task("dave", "short", time.Hour)); err != nil {
 		t.Errorf("CreateTask over an expired task: %v", err)
 	}
