@@ -170,7 +170,7 @@ func (cs *ClientSession) StreamEvents(ctx context.Context, p StreamEventsParams,
 	for {
 		progress := false
 		var handleErr error
-		st := &streamState{}
+		st := &streamState{private: true}
 		err := cs.streamEventsOnce(ctx, &p, o.Silence, st, func(m *EventStreamMessage) bool {
 			if m.Kind == "active" {
 				opened = true

@@ -239,6 +239,10 @@ type streamState struct {
 	retry  time.Duration
 	// onMessage, if set, sees every message before it is handled.
 	onMessage func(*Message)
+	// private: messages go to onMessage only, not to the session's
+	// handlers (an events/stream carries its subscription's messages
+	// only, which StreamEvents hands on).
+	private bool
 	// events counts the events read (over all resumptions of one
 	// request's stream), messages the JSON-RPC messages among them.
 	events, messages int
@@ -381,7 +385,9 @@ func (cs *ClientSession) readStream(r io.Reader, key string, st *streamState) (*
 			if st.onMessage != nil {
 				st.onMessage(m)
 			}
-			cs.handleIncoming(m)
+			if !st.private {
+				cs.handleIncoming(m)
+			}
 		}
 	}
 }

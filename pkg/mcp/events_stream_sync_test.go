@@ -236,3 +236,74 @@ func TestEventStreamTerminated(t *testing.T) {
 		}
 	})
 }
+
+// TestEventStreamGapsAndChanges: a stream from a cursor whose events
+// left the log, or older than maxAgeMs, starts with an active that says
+// truncated, then the events kept (a poll from its cursor agrees); when
+// the event type moves to another topic the stream sends a fresh active
+// (truncated) and goes on with the new topic's events; when the type's
+// inputSchema stops accepting its arguments it is terminated (-32602).
+func TestEventStreamGapsAndChanges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newEventsRig(t, `{"name":"e","topic":"t"}`)
+		ctx := context.Background()
+		start, err := r.srv.pollEvents(ctx, nil, json.RawMessage(`{"name":"e","cursor":null}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.publish("t", "gone-1", `{"region":"eu"}`)
+		time.Sleep(8 * 24 * time.Hour) // past the topic log's 7 days
+		r.publish("t", "old-2", `{"region":"eu"}`)
+		time.Sleep(time.Hour)
+		r.publish("t", "new-3", `{"region":"eu"}`)
+		method := func(m streamMsg) string { return m.Method + " " + m.Params.EventID }
+
+		// The log no longer keeps gone-1.
+		g := r.stream(`"name":"e","cursor":"`+*start.Cursor+`"`, 0)
+		got := msgs(t, g)
+		want := []string{"notifications/events/active ", "notifications/events/event " + EventID("e", "old-2"), "notifications/events/event " + EventID("e", "new-3")}
+		if len(got) != 3 || !got[0].Params.Truncated || method(got[1]) != want[1] || method(got[2]) != want[2] {
+			t.Fatalf("from a cursor before the log: %+v", got)
+		}
+		res, err := r.srv.pollEvents(ctx, nil, json.RawMessage(`{"name":"e","cursor":"`+*got[0].Params.Cursor+`"}`))
+		if err != nil || len(res.Events) != 2 || res.Events[0].EventID != EventID("e", "old-2") || res.Truncated {
+			t.Fatalf("poll from the stream's fresh cursor: %+v, %v", res, err)
+		}
+		g.stop()
+		<-g.done
+
+		// maxAgeMs: old-2 is an hour old.
+		g = r.stream(`"name":"e","arguments":{"region":"eu"},"maxAgeMs":600000,"cursor":"`+*start.Cursor+`"`, 0)
+		got = msgs(t, g)
+		if len(got) != 2 || !got[0].Params.Truncated || method(got[1]) != want[2] {
+			t.Fatalf("with maxAgeMs: %+v", got)
+		}
+
+		// The type moves to topic u.
+		r.putTypes(notify.OpPut, "types-2", `{"name":"e","topic":"u"}`)
+		time.Sleep(2 * time.Second)
+		r.publish("t", "on-t", `{"region":"eu"}`)
+		r.publish("u", "on-u", `{"region":"eu"}`)
+		time.Sleep(heldWithin)
+		got = msgs(t, g)
+		if len(got) < 4 || got[2].Method != "notifications/events/active" || !got[2].Params.Truncated || method(got[len(got)-1]) != "notifications/events/event "+EventID("e", "on-u") {
+			t.Fatalf("after the move: %+v", got)
+		}
+		for _, m := range got {
+			if m.Params.EventID == EventID("e", "on-t") {
+				t.Errorf("an event of the old topic after the move")
+			}
+		}
+
+		// Its inputSchema no longer allows region.
+		r.putTypes(notify.OpPut, "types-3", `{"name":"e","topic":"u","inputSchema":{"type":"object","properties":{"colour":{"type":"string"}},"additionalProperties":false}}`)
+		time.Sleep(2 * time.Second)
+		if !g.ended() {
+			t.Fatalf("the stream goes on after its arguments became invalid: %+v", msgs(t, g))
+		}
+		got = msgs(t, g)
+		if term := got[len(got)-2]; term.Method != "notifications/events/terminated" || term.Params.Error == nil || term.Params.Error.Code != CodeInvalidParams {
+			t.Errorf("terminated: %+v", got[len(got)-2:])
+		}
+	})
+}

@@ -352,3 +352,118 @@ func TestClientStreamEventsReconnects(t *testing.T) {
 		})
 	}
 }
+
+// TestClientStreamEventsDedupAndSilence: StreamEvents against a server
+// that misbehaves: its second stream repeats an event of the first, which
+// the client hands on once; the stream then goes silent, and the client
+// reconnects after EventStreamOptions.Silence; each reconnection carries
+// the last cursor received and waits the client's back-off; the events
+// go to StreamEvents' handler only, not to the session's notification
+// handlers.
+func TestClientStreamEventsDedupAndSilence(t *testing.T) {
+	c := newCluster(t, 1, eventsOn)
+	real, _ := url.Parse(c.urls[0])
+	proxy := httputil.NewSingleHostReverseProxy(real)
+	var (
+		mu      sync.Mutex
+		cursors []string // the cursor of each events/stream request
+		starts  []time.Time
+		ended   []time.Time
+	)
+	event := func(id, cursor string) string {
+		return `{"jsonrpc":"2.0","method":"notifications/events/event","params":{"eventId":"` + id + `","name":"e","timestamp":"2026-11-27T00:00:00Z","data":{},"cursor":"` + cursor + `","_meta":{"io.modelcontextprotocol/subscriptionId":1}}}`
+	}
+	active := func(cursor string) string {
+		return `{"jsonrpc":"2.0","method":"notifications/events/active","params":{"cursor":"` + cursor + `","truncated":false,"_meta":{"io.modelcontextprotocol/subscriptionId":1}}}`
+	}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") != "events/stream" {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Params struct {
+				Cursor *string `json:"cursor"`
+			} `json:"params"`
+		}
+		json.NewDecoder(r.Body).Decode(&m)
+		mu.Lock()
+		n := len(cursors)
+		cursor := "null"
+		if m.Params.Cursor != nil {
+			cursor = *m.Params.Cursor
+		}
+		cursors = append(cursors, cursor)
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			ended = append(ended, time.Now())
+			mu.Unlock()
+		}()
+		w.Header().Set("Content-Type", "text/event-stream")
+		send := func(msgs ...string) {
+			for _, msg := range msgs {
+				fmt.Fprintf(w, "data: %s\n\n", msg)
+			}
+			w.(http.Flusher).Flush()
+		}
+		switch n {
+		case 0: // an event, then the server's end
+			send(active("c0"), event("evt_A", "c1"), `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{"resultType":"complete"}}`)
+		case 1: // A again, B, then silence
+			send(active("c1"), event("evt_A", "c1"), event("evt_B", "c2"))
+			<-r.Context().Done()
+		default:
+			send(active("c2"), event("evt_C", "c3"))
+			<-r.Context().Done()
+		}
+	}))
+	t.Cleanup(ts.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var queued atomic.Int64
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{Mode: mcp.ClientMode2026, Logger: slog.New(slog.DiscardHandler),
+		NoStandaloneStream: true, RetryDelay: 200 * time.Millisecond, MinRetryDelay: 200 * time.Millisecond})
+	client.AddNotificationHandler("notifications/events/event", func(context.Context, *mcp.ClientSession, string, json.RawMessage) { queued.Add(1) })
+	cs, err := client.Connect(ctx, ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	var got []string
+	const silence = 400 * time.Millisecond
+	err = cs.StreamEvents(ctx, mcp.StreamEventsParams{Name: "e"}, &mcp.EventStreamOptions{Silence: silence}, func(m *mcp.EventStreamMessage) error {
+		if m.Kind == "event" {
+			got = append(got, m.Event.EventID)
+			if m.Event.EventID == "evt_C" {
+				return mcp.ErrStopStreaming
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]string{"evt_A", "evt_B", "evt_C"}, got); diff != "" {
+		t.Errorf("events handed on (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"null", "c1", "c2"}, cursors); diff != "" {
+		t.Errorf("cursors of the requests (-want +got):\n%s", diff)
+	}
+	if len(starts) == 3 && len(ended) >= 2 {
+		if d := starts[1].Sub(ended[0]); d < 200*time.Millisecond {
+			t.Errorf("reconnected %v after the server's end, want the back-off (200 ms) or more", d)
+		}
+		if d := ended[1].Sub(starts[1]); d < silence || d > silence+2*time.Second {
+			t.Errorf("the silent stream was given up after %v, want about %v", d, silence)
+		}
+	}
+	if n := queued.Load(); n != 0 {
+		t.Errorf("%d events went to the session's notification handlers", n)
+	}
+}
