@@ -70,7 +70,7 @@ func cmdEventsReceive(ctx context.Context, e *env, f *receiveFlags, asJSON bool)
 		return err
 	}
 	srv := &http.Server{Handler: recv, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(e.stderr, "mcpush: receiving webhooks at http://%s/ (Ctrl-C to stop)\n", ln.Addr())
+	fmt.Fprintf(e.stderr, "mcpush: receiving webhooks at http://%s/ (Ctrl-C to stop); the server must allow it: %s=http://%s\n", ln.Addr(), webhook.AllowEnv, ln.Addr())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

@@ -77,6 +77,9 @@ func TestEventsReceive(t *testing.T) {
 		if code := stop(); code != 130 {
 			t.Errorf("interrupted: exit %d: %s", code, errb)
 		}
+		if !strings.Contains(errb.String(), "MCPUSH_WEBHOOK_ALLOW=http://"+u.Host) {
+			t.Errorf("stderr does not say what to allow: %s", errb)
+		}
 		got := out.String()
 		if strings.Contains(got, "\x1b") || strings.Contains(got, s1) || strings.Contains(errb.String(), s1) {
 			t.Errorf("output has an escape or the secret: %q %q", got, errb)
