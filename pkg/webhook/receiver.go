@@ -37,8 +37,9 @@ type Delivery struct {
 // signature over the raw body with the standard-webhooks library and the
 // timestamp within 5 minutes of Now (401 otherwise); parses the body
 // (400 if it is neither an EventOccurrence nor a control envelope); and
-// answers a webhook-id seen recently for the same subscription with 200
-// without handling it again.
+// answers a webhook-id handled recently for the same subscription with
+// 200 without handling it again (503, Retry-After 1, while another copy
+// is being handled).
 // Then it calls Handle: nil answers 200 (for a verification envelope,
 // with {"challenge": ...} echoed), ErrGone answers 410 (not retried), and
 // any other error 500 (retried). Set the fields before use; a Receiver is
@@ -124,8 +125,15 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// webhook-id is its eventId, the same for every subscription that
 	// matches it, and one receiver may hold several of them.
 	key := sub + "\x00" + id
-	if !r.reserve(key) {
-		w.WriteHeader(http.StatusOK) // a duplicate: already handled, or being handled
+	switch r.reserve(key) {
+	case handled:
+		w.WriteHeader(http.StatusOK) // a duplicate of a handled delivery
+		return
+	case inProgress:
+		// Not 200: the first copy may yet fail, and the sender must
+		// then still have a reason to retry.
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "this delivery is being handled", http.StatusServiceUnavailable)
 		return
 	}
 	if r.Handle != nil {
@@ -177,22 +185,32 @@ func (r *Receiver) verify(body []byte, h http.Header, secrets []Secret) (time.Ti
 	return ts, nil
 }
 
-// reserve claims key (subscription and webhook-id) for handling; false if
-// it was handled recently or is being handled.
-func (r *Receiver) reserve(key string) bool {
+// Results of reserve.
+const (
+	claimed    = iota // handle it
+	handled           // handled recently: a duplicate
+	inProgress        // being handled by another request
+)
+
+// reserve claims key (subscription and webhook-id) for handling, unless it
+// was handled recently or is being handled.
+func (r *Receiver) reserve(key string) int {
 	if r.Dedup < 0 {
-		return true
+		return claimed
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.seen[key]; dup {
-		return false
+	if done, dup := r.seen[key]; dup {
+		if done {
+			return handled
+		}
+		return inProgress
 	}
 	if r.seen == nil {
 		r.seen = make(map[string]bool)
 	}
 	r.seen[key] = false
-	return true
+	return claimed
 }
 
 // release ends the handling of key: remembered if handled, forgotten (so

@@ -64,7 +64,8 @@ func (rig *receiverRig) post(t *testing.T, id, sub string, body []byte, sec Secr
 	req.Header.Set(HeaderSubscriptionID, sub)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err) // not Fatal: post runs in goroutines too
+		return 0, nil
 	}
 	defer resp.Body.Close()
 	var b bytes.Buffer
@@ -251,4 +252,42 @@ func FuzzParseBody(f *testing.F) {
 			t.Fatalf("control without type")
 		}
 	})
+}
+
+// TestReceiverConcurrentDuplicates: copies of one delivery arriving while
+// the first is being handled are answered 503 (retryable), not 200, so a
+// first copy that then fails still leaves the sender a reason to retry;
+// the delivery is handled once.
+func TestReceiverConcurrentDuplicates(t *testing.T) {
+	now := time.Now()
+	rig := newReceiverRig(t, nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	inner := rig.r.Handle
+	rig.r.Handle = func(d Delivery) error {
+		close(entered)
+		<-release
+		return inner(d)
+	}
+	ev, _ := EventBody("evt_c", "x", now, nil, "")
+	first := make(chan int)
+	go func() {
+		code, _ := rig.post(t, "evt_c", "sub_known", ev, rig.sec, now)
+		first <- code
+	}()
+	<-entered
+	for range 3 {
+		if code, _ := rig.post(t, "evt_c", "sub_known", ev, rig.sec, now); code != http.StatusServiceUnavailable {
+			t.Errorf("copy during handling: %d", code)
+		}
+	}
+	close(release)
+	if code := <-first; code != http.StatusNoContent {
+		t.Errorf("first: %d", code)
+	}
+	if code, _ := rig.post(t, "evt_c", "sub_known", ev, rig.sec, now); code != http.StatusOK {
+		t.Errorf("copy after: %d", code)
+	}
+	if len(rig.handled) != 1 {
+		t.Errorf("handled %d", len(rig.handled))
+	}
 }
