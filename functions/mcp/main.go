@@ -26,6 +26,7 @@ import (
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 	"github.com/mcpush/mcpush/pkg/serve"
 	"github.com/mcpush/mcpush/pkg/webhook"
@@ -217,5 +218,55 @@ func run(logger *slog.Logger) error {
 		fix.register(srv, store)
 	}
 	logger.Info("store", "spec", spec)
+	if os.Getenv("AWS_LAMBDA_RUNTIME_API") == "" {
+		// Locally this process also retries webhook deliveries (in
+		// Lambda a scheduled invocation of sns-ingest does).
+		every, err := serve.DurationEnv(os.Getenv, "MCPUSH_WEBHOOK_SWEEP")
+		if err != nil {
+			return err
+		}
+		if err := sweepWebhooks(ctx, store, opts, every, logger); err != nil {
+			return err
+		}
+	}
 	return serve.Run(ctx, srv, sopts)
+}
+
+// sweepWebhooks starts a goroutine that sweeps the webhook subscriptions
+// every interval (default 15 s) until ctx ends: pending retries, and
+// events a crash left behind (ingest.Webhooks.Sweep). Without state keys
+// shared with sns-ingest, or a store without webhook subscriptions, it
+// does nothing.
+func sweepWebhooks(ctx context.Context, store notify.Store, opts *mcp.ServerOptions, every time.Duration, logger *slog.Logger) error {
+	ws, ok := store.(ingest.WebhookStore)
+	if !ok || len(opts.StateKeys) == 0 || opts.Webhooks == nil {
+		return nil
+	}
+	if every <= 0 {
+		every = 15 * time.Second
+	}
+	sealer, err := notify.NewSealer(opts.StateKeys, notify.WebhookSealLabel)
+	if err != nil {
+		return err
+	}
+	wh, err := ingest.NewWebhooks(ingest.WebhookOptions{Store: ws, Sender: opts.Webhooks.Sender, Sealer: sealer, CursorKey: opts.StateKeys[0],
+		EventTypes: ingest.RegistryEventTypes(store), Logger: logger})
+	if err != nil {
+		return err
+	}
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if c, err := wh.Sweep(ctx); err != nil || c.Claimed > 0 {
+				logger.Info("webhook sweep", "claimed", c.Claimed, "delivered", c.Delivered, "abandoned", c.Abandoned, "failed", c.Failed, "err", err)
+			}
+		}
+	}()
+	return nil
 }

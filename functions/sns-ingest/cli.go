@@ -109,7 +109,13 @@ func run(ctx context.Context, args []string, e *env) int {
 	}
 	defer store.Close()
 
-	in := ingest.New(store, &ingest.Options{Logger: e.logger, Now: e.now, Tools: registryTools(e.getenv)})
+	wh, err := webhooks(ctx, e.getenv, store, e.logger)
+	if err != nil {
+		// The event still goes to its topic's log, the webhooks' outbox:
+		// the sweeper delivers it.
+		e.logger.Warn("sns-ingest: no webhook delivery in this run", "err", err)
+	}
+	in := ingest.New(store, &ingest.Options{Logger: e.logger, Now: e.now, Tools: registryTools(e.getenv), Webhooks: wh})
 	sum, _ := in.Handle(ctx, ev) // the summary reports the errors, and Handle has logged them
 	enc := json.NewEncoder(e.stdout)
 	enc.SetEscapeHTML(false)

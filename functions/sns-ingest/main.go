@@ -40,6 +40,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
@@ -58,8 +59,16 @@ func main() {
 			}
 			os.Exit(1)
 		}
-		in := ingest.New(store, &ingest.Options{Logger: logger, Tools: registryTools(os.Getenv)})
-		lambda.StartHandlerFunc(in.Handle)
+		wh, err := webhooks(context.Background(), os.Getenv, store, logger)
+		if err != nil {
+			logger.Error("sns-ingest: webhook delivery", "err", err)
+			if rerr := initerror.Report(api, err); rerr != nil {
+				logger.Error("reporting the init error", "err", rerr)
+			}
+			os.Exit(1)
+		}
+		in := ingest.New(store, &ingest.Options{Logger: logger, Tools: registryTools(os.Getenv), Webhooks: wh})
+		lambda.StartHandlerFunc(handler(in, wh, logger))
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -118,4 +127,36 @@ func storeSpec(getenv func(string) string) string {
 		return spec
 	}
 	return storeconfig.DefaultSpec
+}
+
+// invocation is what the function is invoked with: an SNS event, or the
+// EventBridge Scheduler's event of the webhook sweep (template.yaml).
+type invocation struct {
+	Records    []events.SNSEventRecord `json:"Records"`
+	Source     string                  `json:"source"`
+	DetailType string                  `json:"detail-type"`
+}
+
+// invocationResult is the result of an invocation: the summary of an
+// SNS event, or what a sweep delivered.
+type invocationResult struct {
+	*ingest.Summary
+	Sweep *ingest.DeliveryCounts `json:"sweep,omitempty"`
+}
+
+// handler serves SNS events with in and scheduled events with a sweep of
+// wh (nil: no webhook delivery).
+func handler(in *ingest.Ingester, wh *ingest.Webhooks, logger *slog.Logger) func(context.Context, invocation) (invocationResult, error) {
+	return func(ctx context.Context, inv invocation) (invocationResult, error) {
+		if len(inv.Records) == 0 && (inv.Source == "aws.scheduler" || inv.Source == "aws.events" || inv.DetailType == "Scheduled Event") {
+			if wh == nil {
+				return invocationResult{}, nil
+			}
+			c, err := wh.Sweep(ctx)
+			logger.Info("webhook sweep", "subscriptions", c.Subscriptions, "claimed", c.Claimed, "delivered", c.Delivered, "abandoned", c.Abandoned, "failed", c.Failed, "err", err)
+			return invocationResult{Sweep: &c}, err
+		}
+		sum, err := in.Handle(ctx, events.SNSEvent{Records: inv.Records})
+		return invocationResult{Summary: &sum}, err
+	}
 }

@@ -3,16 +3,14 @@ package mcp
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/eventcursor"
 )
 
 // events/poll: stateless on the server. A poll names the event type, its
@@ -88,10 +86,7 @@ const metaMessageID = "mcpush/messageId"
 // the same event seen as two types (two types of one topic) has two, so
 // that a receiver deduplicating on eventId (or webhook-id) never drops
 // one type's event as the other's duplicate.
-func EventID(name, messageID string) string {
-	sum := sha256.Sum256([]byte("mcpush event\x00" + name + "\x00" + messageID))
-	return "evt_" + base64.RawURLEncoding.EncodeToString(sum[:16])
-}
+func EventID(name, messageID string) string { return eventcursor.EventID(name, messageID) }
 
 // eventsError is an error of the extension with its data.
 func eventsError(code int, msg string, data any) *Error {
@@ -165,31 +160,10 @@ func orEmpty(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
-// matches reports whether data (a topic event's) passes the filters.
+// matches reports whether data (a topic event's) passes the filters
+// (eventcursor.Matches).
 func matches(filters map[string]json.RawMessage, data json.RawMessage) bool {
-	if len(filters) == 0 {
-		return true
-	}
-	var obj map[string]json.RawMessage
-	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' || json.Unmarshal(data, &obj) != nil {
-		return false
-	}
-	for f, want := range filters {
-		got, ok := obj[f]
-		if !ok || !jsonEqual(got, want) {
-			return false
-		}
-	}
-	return true
-}
-
-// jsonEqual reports whether a and b are the same JSON value: objects with
-// the same members, arrays of the same elements, numbers of the same
-// value (1 equals 1.0), strings, booleans and null alike.
-func jsonEqual(a, b json.RawMessage) bool {
-	x, errX := decodeNumbers(a)
-	y, errY := decodeNumbers(b)
-	return errX == nil && errY == nil && valuesEqual(x, y)
+	return eventcursor.Matches(filters, data)
 }
 
 func decodeNumbers(raw json.RawMessage) (any, error) {
@@ -200,55 +174,11 @@ func decodeNumbers(raw json.RawMessage) (any, error) {
 	return v, err
 }
 
-func valuesEqual(x, y any) bool {
-	switch x := x.(type) {
-	case map[string]any:
-		y, ok := y.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !valuesEqual(v, w) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := y.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !valuesEqual(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case json.Number:
-		y, ok := y.(json.Number)
-		if !ok {
-			return false
-		}
-		rx, okx := new(big.Rat).SetString(string(x))
-		ry, oky := new(big.Rat).SetString(string(y))
-		return okx && oky && rx.Cmp(ry) == 0
-	default: // string, bool, nil
-		return x == y
-	}
-}
-
 // occurrence returns ev as an event of type name. Data that is not a
 // JSON object (a plain-text SNS message, an array) is delivered as
 // {"value": data}: SEP-3415 requires an object.
 func occurrence(name string, ev *notify.TopicEvent) *EventOccurrence {
-	data := ev.Data
-	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
-		if len(t) == 0 {
-			t = []byte("null")
-		}
-		data = append(append([]byte(`{"value":`), t...), '}')
-	}
+	data := eventcursor.ObjectData(ev.Data)
 	return &EventOccurrence{
 		EventID:   EventID(name, ev.MessageID),
 		Name:      name,

@@ -10,11 +10,13 @@
 package eventcursor
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"math/big"
 	"strings"
 )
 
@@ -92,4 +94,104 @@ func Verify(keys [][]byte, token, name string) (*Cursor, error) {
 		return nil, ErrOtherType
 	}
 	return &c, nil
+}
+
+// EventID returns the eventId of the event with SNS MessageId messageID
+// as an event of type name: "evt_" and 22 base64url characters of a
+// SHA-256 of both. Every delivery of the event as that type carries it
+// (poll, push, webhook: it is a webhook's webhook-id); the same event
+// seen as two types (two types of one topic) has two, so that a receiver
+// deduplicating on eventId never drops one type's event as the other's
+// duplicate.
+func EventID(name, messageID string) string {
+	sum := sha256.Sum256([]byte("mcpush event\x00" + name + "\x00" + messageID))
+	return "evt_" + base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// ObjectData returns a topic event's data as an event's data: itself
+// when it is a JSON object, else {"value": data} (a plain-text SNS
+// message, an array: SEP-3415 requires an object).
+func ObjectData(data json.RawMessage) json.RawMessage {
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+		if len(t) == 0 {
+			t = []byte("null")
+		}
+		return append(append([]byte(`{"value":`), t...), '}')
+	}
+	return data
+}
+
+// Matches reports whether data (a topic event's) passes a subscription's
+// arguments: every member F with value V of filters admits the events
+// whose data is an object with a member F equal to V (JSON equality:
+// objects with the same members, arrays of the same elements, numbers of
+// the same value, 1 equal to 1.0).
+func Matches(filters map[string]json.RawMessage, data json.RawMessage) bool {
+	if len(filters) == 0 {
+		return true
+	}
+	var obj map[string]json.RawMessage
+	if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' || json.Unmarshal(data, &obj) != nil {
+		return false
+	}
+	for f, want := range filters {
+		got, ok := obj[f]
+		if !ok || !jsonEqual(got, want) {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(a, b json.RawMessage) bool {
+	x, errX := decodeNumbers(a)
+	y, errY := decodeNumbers(b)
+	return errX == nil && errY == nil && valuesEqual(x, y)
+}
+
+func decodeNumbers(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
+}
+
+func valuesEqual(x, y any) bool {
+	switch x := x.(type) {
+	case map[string]any:
+		y, ok := y.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !valuesEqual(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := y.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !valuesEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case json.Number:
+		y, ok := y.(json.Number)
+		if !ok {
+			return false
+		}
+		rx, okx := new(big.Rat).SetString(string(x))
+		ry, oky := new(big.Rat).SetString(string(y))
+		return okx && oky && rx.Cmp(ry) == 0
+	default: // string, bool, nil
+		return x == y
+	}
 }

@@ -31,6 +31,9 @@ type Options struct {
 	// subscribed sessions one event's fan-out appends to at a time
 	// (Store.AppendEach). Default: DefaultFanOutConcurrency.
 	FanOutConcurrency int
+	// Webhooks, if set, delivers every event to the webhook
+	// subscriptions of its topic right after its fan-out.
+	Webhooks *Webhooks
 }
 
 // DefaultFanOutConcurrency is the default Options.FanOutConcurrency. On
@@ -61,6 +64,7 @@ type Ingester struct {
 	now         func() time.Time
 	tools       []string
 	concurrency int
+	webhooks    *Webhooks
 }
 
 // New returns an Ingester that writes to store.
@@ -68,7 +72,7 @@ func New(store Store, opts *Options) *Ingester {
 	if opts == nil {
 		opts = &Options{}
 	}
-	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now, tools: opts.Tools, concurrency: opts.FanOutConcurrency}
+	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now, tools: opts.Tools, concurrency: opts.FanOutConcurrency, webhooks: opts.Webhooks}
 	if in.tools == nil {
 		in.tools = BuiltinTools
 	}
@@ -259,6 +263,15 @@ func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup, con
 		attrs = append(attrs, slog.Int("sessions", n))
 		if err != nil {
 			return false, conflict, err
+		}
+		if in.webhooks != nil {
+			// Not a failure of the record when it fails: the event is in
+			// the log, the outbox, and the sweeper delivers what is left.
+			c, err := in.webhooks.Deliver(ctx, &ev)
+			attrs = append(attrs, slog.Int64("webhooks", c.Subscriptions), slog.Int64("webhooksDelivered", c.Delivered))
+			if err != nil {
+				attrs = append(attrs, slog.String("webhookErr", err.Error()))
+			}
 		}
 		in.logger.LogAttrs(ctx, slog.LevelInfo, "event stored", attrs...)
 		return !created, conflict, nil
