@@ -103,6 +103,41 @@ func FuzzRenderItem(f *testing.F) {
 	})
 }
 
+// TestRenderLinear: rendering 330 KB of unclosed "{{" (or closed only
+// at the end, or with names no argument has) takes about 10 times as long
+// as 33 KB, not about 100 times (it was quadratic: 0.6–1.0 s of CPU per
+// prompts/get of a 330 KB prompt). The fastest of 5 runs of each is
+// compared, against 40, and only a 330 KB rendering slower than 250 ms
+// fails, so that a busy machine does not decide (linear: 3–40 ms with
+// -race; quadratic: 0.5–0.9 s, ratios 65–135).
+func TestRenderLinear(t *testing.T) {
+	args := map[string]string{"topic": "orders", "name": "x"}
+	fastest := func(text string) time.Duration {
+		best := time.Duration(1 << 62)
+		for range 5 {
+			start := time.Now()
+			if _, ok := renderText(text, args, 1<<20); !ok {
+				t.Fatal("over budget")
+			}
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	for _, tc := range []struct{ name, unit, tail string }{
+		{"unclosed", "{{", ""},
+		{"closed at the end", "{{", "}}"},
+		{"unknown names", "{{a", "}}"},
+	} {
+		small := fastest(strings.Repeat(tc.unit, 33_000/len(tc.unit)) + tc.tail)
+		large := fastest(strings.Repeat(tc.unit, 330_000/len(tc.unit)) + tc.tail)
+		ratio := float64(large) / float64(max(small, time.Microsecond))
+		t.Logf("%s: 33 KB in %v, 330 KB in %v: ratio %.1f", tc.name, small, large, ratio)
+		if ratio > 40 && large > 250*time.Millisecond {
+			t.Errorf("%s: 330 KB took %.0f times as long as 33 KB (%v, %v), want about 10 (linear)", tc.name, ratio, large, small)
+		}
+	}
+}
+
 // BenchmarkRenderLinear renders 33 KB and 330 KB of unclosed "{{" (and
 // of "{{" closed only at the very end) and reports the ratio of the two
 // times: about 10 when rendering is linear, about 100 when quadratic (it
