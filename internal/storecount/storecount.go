@@ -31,7 +31,7 @@ var reads = map[string]bool{
 	"GetSession": true, "ReadEvents": true, "GetMessage": true, "Subscribers": true,
 	"ReadTopicEvents": true, "Topics": true, "GetRegistry": true, "RegistryHashes": true,
 	"CountSessions": true, "IdleSessions": true, "PrincipalProfiles": true, "GetTask": true, "CountTasks": true, "Changes": true,
-	"GetWebhook": true, "TopicWebhooks": true,
+	"GetWebhook": true, "TopicWebhooks": true, "TopicHead": true,
 }
 
 // IsRead reports whether the counted operation op only reads.
@@ -224,6 +224,18 @@ func (s *store) PrincipalProfiles(ctx context.Context, principal string, match [
 	}
 	s.c.add("PrincipalProfiles")
 	return pl.PrincipalProfiles(ctx, principal, match, limit)
+}
+
+// TopicHead implements notify.TopicHeads for every counted store: it
+// passes the call on to the inner store, or returns errors.ErrUnsupported
+// when that has none (the caller then lists the topics).
+func (s *store) TopicHead(ctx context.Context, topic string) (int64, error) {
+	th, ok := s.Store.(notify.TopicHeads)
+	if !ok {
+		return 0, fmt.Errorf("storecount: the store reads no topic heads: %w", errors.ErrUnsupported)
+	}
+	s.c.add("TopicHead")
+	return th.TopicHead(ctx, topic)
 }
 
 func (s *store) Close() error {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/internal/storecount"
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
@@ -85,7 +88,9 @@ func nextStream(t *testing.T, ch <-chan map[string]any) streamEvent {
 // request id in _meta), then each event published through the ingest, in
 // order, with the eventId events/poll gives it and a cursor that a poll
 // on the other process resumes from; a stream from a poll's cursor
-// replays the same eventIds; arguments filter on data's members.
+// replays the same eventIds; arguments filter on data's members; in the
+// 2026 era a notifications/cancelled of the request id, sent to the other
+// process, ends the stream.
 func TestEventStream(t *testing.T) {
 	c := newCluster(t, 2, eventsOn)
 	putEventTypes(t, c.dbPath, notify.OpPut, "m1",
@@ -171,6 +176,29 @@ func TestEventStream(t *testing.T) {
 			publish(t, ingestStore, "orders", era+"-eu-late", map[string]any{"region": "eu"})
 			if ev := nextStream(t, eu); ev.eventID != mcp.EventID("order", era+"-eu-late") {
 				t.Fatalf("region=eu, live: %+v", ev)
+			}
+			if era != "2026" {
+				return
+			}
+			// A notifications/cancelled of its request id, to the other
+			// process, ends the stream without a response.
+			resp, _ = testutil.PostRead(t, nil, c.urls[0], "", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"sub-3",`+meta2026(`{}`)+`}}`,
+				headers2026("notifications/cancelled", "")...)
+			if resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("notifications/cancelled: HTTP %d", resp.StatusCode)
+			}
+			for {
+				select {
+				case m, open := <-eu:
+					if !open {
+						return
+					}
+					if ev := decodeStreamEvent(t, m); ev.method != "notifications/events/heartbeat" {
+						t.Fatalf("after the cancellation: %v", m)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("the cancelled events stream is still open after 10 s")
+				}
 			}
 		})
 	}
@@ -465,5 +493,85 @@ func TestClientStreamEventsDedupAndSilence(t *testing.T) {
 	}
 	if n := queued.Load(); n != 0 {
 		t.Errorf("%d events went to the session's notification handlers", n)
+	}
+}
+
+// TestEventStreamStoreRequests counts the store requests of one
+// events/stream (2026 era, SQLite) by moment: its opening from now, 3 s
+// idle, an event of its topic published by another process, its end
+// (the client leaves). The figures are in docs/held-streams.md.
+func TestEventStreamStoreRequests(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "count.db")
+	st, err := sqlitestore.New(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ingestStore, err := sqlitestore.New(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ingestStore.Close() })
+	var counter storecount.Counter
+	srv := mcp.NewServer(&mcp.Implementation{Name: "count", Version: "1"}, storecount.Wrap(st, &counter), &mcp.ServerOptions{
+		DynamicRegistries: true, Events: true, StateKeys: [][]byte{[]byte("events-count-key-0123456789abcdef0123")},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.Close(); h.Close() })
+	item, _ := json.Marshal(notify.EventItem{Name: "order", Topic: "orders"}.WithDefaults())
+	if _, _, err := ingestStore.ApplyRegistry(context.Background(), notify.RegistryEvents, notify.OpPut, map[string]json.RawMessage{"order": item}, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, ingestStore, "orders", "before", map[string]any{}) // the topic exists
+	rpc2026(t, ts.URL, "events/list", "")                         // the registry is cached
+	own := func(c storecount.Counts) storecount.Counts {
+		delete(c, "Changes") // the process's watcher: shared by all its streams
+		return c
+	}
+	settle := func() { time.Sleep(500 * time.Millisecond) }
+
+	counter.Reset()
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
+	ch := streamMessages(t, openEventStream(t, ctx, ts.URL, "", "s", `"name":"order","cursor":null`))
+	if ev := nextStream(t, ch); ev.method != "notifications/events/active" {
+		t.Fatalf("first message %+v", ev)
+	}
+	settle()
+	open := own(counter.Counts())
+
+	counter.Reset()
+	time.Sleep(3 * time.Second)
+	idle := counter.Counts()
+
+	counter.Reset()
+	publish(t, ingestStore, "orders", "counted", map[string]any{})
+	if ev := nextStream(t, ch); ev.eventID != mcp.EventID("order", "counted") {
+		t.Fatalf("event %+v", ev)
+	}
+	settle()
+	woken := own(counter.Counts())
+
+	counter.Reset()
+	leave()
+	waitCount(&counter, "DeleteSession", 1)
+	end := own(counter.Counts())
+	t.Logf("open: %v\nidle 3 s: %v\nwoken by an event: %v\nend: %v", open, idle, woken, end)
+
+	if open.Writes() > 3 || open.Reads() > 8 {
+		t.Errorf("open: %d writes, %d reads: %v", open.Writes(), open.Reads(), open)
+	}
+	if n := own(idle).Total(); n != 0 {
+		t.Errorf("idle: %d requests of its own: %v", n, idle)
+	}
+	if woken.Writes() != 0 || woken.Reads() > 4 {
+		t.Errorf("woken: %d writes, %d reads: %v", woken.Writes(), woken.Reads(), woken)
+	}
+	// The backing session's, and the process's liveness record's: its
+	// last held stream ended.
+	if end["DeleteSession"] != 2 || end.Total() > 3 {
+		t.Errorf("end: %v", end)
 	}
 }
