@@ -67,6 +67,15 @@ commands:
                               eventId, data, cursor; --json: one JSON line) until
                               interrupted; reconnects from the last cursor when the
                               server ends the stream, then prints the cursor
+  events subscribe NAME [key=value ...] --callback URL [--secret whsec_...] [--ttl D|none] [--cursor C]
+                              subscribe a webhook to an event type (events/subscribe;
+                              needs an authenticated principal) and print the
+                              result (id, refreshBefore, cursor, deliveryStatus);
+                              without --secret (or $MCPUSH_WEBHOOK_SECRET) one is
+                              generated and printed on stderr; the same command
+                              again refreshes it
+  events unsubscribe NAME [key=value ...] --callback URL
+                              end that webhook subscription (events/unsubscribe)
   events receive --listen ADDR --secret whsec_... [--json]
                               a local webhook receiver: answers the verification
                               handshake, verifies every delivery's signature (401
@@ -283,11 +292,24 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		rf := &receiveFlags{}
 		fs.StringVar(&rf.listen, "listen", "", "events receive: the address to receive webhooks on (e.g. 127.0.0.1:9000)")
 		fs.Var(&rf.secrets, "secret", "events receive: a whsec_ secret deliveries are signed with (repeatable)")
+		subf := &subscribeFlags{}
+		fs.StringVar(&subf.callback, "callback", "", "events subscribe, unsubscribe: the webhook URL events are POSTed to")
+		fs.StringVar(&subf.ttl, "ttl", "", "events subscribe: the lifetime to ask for (e.g. 1h; none: no expiry; default: the server's)")
 		pos, err := parseCmd(-1)
 		if err != nil {
 			return err
 		}
 		switch {
+		case len(pos) >= 2 && pos[0] == "subscribe":
+			secret := e.webhookSecret
+			if len(rf.secrets) > 0 {
+				secret = rf.secrets[0]
+			}
+			return c.oneShot(ctx, func(ctx context.Context) error {
+				return cmdEventsSubscribe(ctx, e, c, pos[1], pos[2:], subf, secret, sf)
+			})
+		case len(pos) >= 2 && pos[0] == "unsubscribe":
+			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsUnsubscribe(ctx, e, c, pos[1], pos[2:], subf, sf) })
 		case len(pos) == 1 && pos[0] == "list":
 			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsList(ctx, e, c, *asJSON) })
 		case len(pos) == 1 && pos[0] == "receive":
@@ -301,7 +323,7 @@ func runErr(ctx context.Context, args []string, e *env) error {
 			}
 			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsPoll(ctx, e, c, pos[1], pos[2:], f) })
 		}
-		return fmt.Errorf("%w: events takes list, poll NAME [key=value ...], stream NAME [key=value ...], or receive --listen ADDR --secret SECRET", errUsage)
+		return fmt.Errorf("%w: events takes list, poll NAME [key=value ...], stream NAME [key=value ...], subscribe|unsubscribe NAME [key=value ...] --callback URL, or receive --listen ADDR --secret SECRET", errUsage)
 	case "watch":
 		var topics topicsFlag
 		fs.Var(&topics, "topic", "a topic to subscribe to (repeatable)")

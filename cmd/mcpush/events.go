@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mcpush/mcpush/pkg/mcp"
 )
@@ -119,4 +121,74 @@ func connectOneShot(ctx context.Context, e *env, c *common) (*mcp.ClientSession,
 		return nil, err
 	}
 	return client.Connect(ctx, c.url)
+}
+
+// subscribeFlags are the flags of events subscribe and unsubscribe.
+type subscribeFlags struct {
+	callback string // the webhook URL
+	ttl      string // a duration, or "none" for no expiry; "" the server's default
+}
+
+// cmdEventsSubscribe subscribes the webhook --callback to event type name
+// (events/subscribe) and prints the result as JSON. Without a secret
+// (--secret, else $MCPUSH_WEBHOOK_SECRET) it generates one and prints it
+// on stderr, to give to the receiver (mcpush events receive --secret).
+func cmdEventsSubscribe(ctx context.Context, e *env, c *common, name string, args []string, f *subscribeFlags, secret string, sf *streamFlags) error {
+	if f.callback == "" {
+		return fmt.Errorf("%w: events subscribe needs --callback URL (the webhook receiver)", errUsage)
+	}
+	p := mcp.SubscribeEventsParams{Name: name, Delivery: &mcp.WebhookDelivery{Mode: "webhook", URL: f.callback, Secret: secret}}
+	switch f.ttl {
+	case "":
+	case "none":
+		p.TTLMs = json.RawMessage("null")
+	default:
+		d, err := time.ParseDuration(f.ttl)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%w: --ttl %q: want a duration such as 1h, or none", errUsage, f.ttl)
+		}
+		p.TTLMs = json.RawMessage(strconv.FormatInt(d.Milliseconds(), 10))
+	}
+	if sf.cursor != "" {
+		p.Cursor = &sf.cursor
+	}
+	cs, err := connectOneShot(ctx, e, c)
+	if err != nil {
+		return err
+	}
+	defer closeSession(ctx, cs)
+	if p.Arguments, err = eventArguments(ctx, cs, name, append(args, sf.args...)); err != nil {
+		return err
+	}
+	if p.Delivery.Secret == "" {
+		p.Delivery.Secret = mcp.NewWebhookSecret()
+		fmt.Fprintln(e.stderr, "secret: "+p.Delivery.Secret+" (generated: give it to the receiver, and pass it with --secret to refresh)")
+	}
+	res, err := cs.SubscribeEvents(ctx, &p)
+	if err != nil {
+		return err
+	}
+	return writeJSON(e.stdout, res, true)
+}
+
+// cmdEventsUnsubscribe ends the webhook subscription of name, arguments
+// and --callback (events/unsubscribe).
+func cmdEventsUnsubscribe(ctx context.Context, e *env, c *common, name string, args []string, f *subscribeFlags, sf *streamFlags) error {
+	if f.callback == "" {
+		return fmt.Errorf("%w: events unsubscribe needs --callback URL", errUsage)
+	}
+	cs, err := connectOneShot(ctx, e, c)
+	if err != nil {
+		return err
+	}
+	defer closeSession(ctx, cs)
+	p := mcp.UnsubscribeEventsParams{Name: name, Delivery: &mcp.WebhookDelivery{URL: f.callback}}
+	if p.Arguments, err = eventArguments(ctx, cs, name, append(args, sf.args...)); err != nil {
+		return err
+	}
+	if err := cs.UnsubscribeEvents(ctx, &p); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "unsubscribed")
+	return nil
 }

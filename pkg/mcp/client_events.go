@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -330,4 +332,33 @@ func eventStreamMessage(m *Message) (*EventStreamMessage, error) {
 		return nil, &EventsTerminatedError{Err: p.Error}
 	}
 	return nil, nil
+}
+
+// SubscribeEvents makes one events/subscribe: a new webhook subscription,
+// or the refresh of the one with the same key (name, arguments,
+// delivery.url; the principal is the client's). Set p.TTLMs to
+// json.RawMessage("null") to ask for no expiry. Refresh before the
+// result's RefreshBefore (when not nil) to keep it.
+func (cs *ClientSession) SubscribeEvents(ctx context.Context, p *SubscribeEventsParams) (*SubscribeEventsResult, error) {
+	var res SubscribeEventsResult
+	if err := cs.Call(ctx, "events/subscribe", p, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// UnsubscribeEvents makes one events/unsubscribe: the webhook
+// subscription of the same key ends.
+func (cs *ClientSession) UnsubscribeEvents(ctx context.Context, p *UnsubscribeEventsParams) error {
+	var res UnsubscribeEventsResult
+	return cs.Call(ctx, "events/unsubscribe", p, &res)
+}
+
+// NewWebhookSecret returns a fresh webhook signing secret: "whsec_" and
+// the base64 of 32 random bytes (SEP-3415: clients generate it from a
+// CSPRNG, never by hand).
+func NewWebhookSecret() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return "whsec_" + base64.StdEncoding.EncodeToString(b)
 }
