@@ -40,14 +40,15 @@ type Delivery struct {
 // answers a webhook-id handled recently for the same subscription with
 // 200 without handling it again (503, Retry-After 1, while another copy
 // is being handled).
-// Then it calls Handle: nil answers 200 (for a verification envelope,
+// Then it calls Handle: nil answers 204 (for a verification envelope 200
 // with {"challenge": ...} echoed), ErrGone answers 410 (not retried), and
-// any other error 500 (retried). Set the fields before use; a Receiver is
-// then safe for concurrent use.
+// any other error 500 (retried). Set the fields before use and do not copy
+// a Receiver in use; it is then safe for concurrent use.
 type Receiver struct {
 	// Secrets returns the secrets a subscription's deliveries are signed
 	// with (any one verifying suffices); nil or empty means the
-	// subscription is unknown. Required.
+	// subscription is unknown. Required. It is called with the header's
+	// value before any signature is checked: treat it as untrusted.
 	Secrets func(subscriptionID string) []Secret
 	// Handle processes a verified delivery, verification envelopes
 	// included (return nil to have the challenge echoed). nil accepts
