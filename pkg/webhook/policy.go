@@ -125,6 +125,8 @@ func (p *Policy) parse(raw string) (*url.URL, bool, error) {
 	case err == nil:
 	case strings.Contains(o.Host, ":"):
 		return nil, false, fmt.Errorf("%w: bad IPv6 literal", ErrInvalidURL)
+	case isLocalhost(o.Host):
+		return nil, false, fmt.Errorf("%w: %w: %s (loopback by RFC 6761)", ErrInvalidURL, ErrBlockedAddress, o.Host)
 	case endsInNumber(o.Host):
 		// 2130706433, 0x7f.1, 127.1: not IP literals to netip, but IPv4
 		// addresses to inet_aton-style resolvers; no DNS name's last
@@ -137,7 +139,8 @@ func (p *Policy) parse(raw string) (*url.URL, bool, error) {
 // CheckURL is the static check of a callback URL at subscribe time: an
 // absolute https URL (or one whose origin is in Allow), at most 2048
 // characters, with a host, no userinfo and no fragment; a host that is an
-// IP literal must be globally routable (see Routable) unless allowed. It
+// IP literal must be globally routable (see Routable), and localhost or a
+// name under it (RFC 6761) is refused, unless the origin is allowed. It
 // does not resolve host names: the Sender checks resolved addresses at
 // every connection (and CheckResolved can check them now). Errors wrap
 // ErrInvalidURL (JSON-RPC -32602) and may quote the host, never the URL's
@@ -211,4 +214,11 @@ func endsInNumber(host string) bool {
 		})
 	}
 	return !strings.ContainsFunc(last, func(r rune) bool { return r < '0' || r > '9' })
+}
+
+// isLocalhost reports whether host is localhost or a name under it, which
+// RFC 6761 reserves for loopback.
+func isLocalhost(host string) bool {
+	host = strings.TrimSuffix(host, ".")
+	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }

@@ -67,7 +67,8 @@ func TestCheckURL(t *testing.T) {
 		"https://127.0.0.1/h", "https://10.0.0.1/h", "https://192.168.0.10/h", "https://172.20.1.1/h",
 		"https://169.254.169.254/latest/meta-data/", "https://[::1]/h", "https://[fe80::1]/h",
 		"https://[fd00::1]/h", "https://[::ffff:127.0.0.1]/h", "https://[::ffff:a9fe:a9fe]/h",
-		"https://0.0.0.0/h", "https://[::]/h", "https://127.0.0.1:9000/hook", // the allowed origin is http
+		"https://0.0.0.0/h", "https://[::]/h", "https://localhost/h", "https://LOCALHOST./h", "https://api.localhost:8443/h",
+		"https://127.0.0.1:9000/hook", // the allowed origin is http
 	}
 	for _, u := range blocked {
 		err := p.CheckURL(u)

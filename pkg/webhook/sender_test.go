@@ -428,8 +428,9 @@ func TestDualSigning(t *testing.T) {
 	}
 }
 
-// TestSendSystemResolver: with the default resolver, localhost and a zoned
-// link-local literal are refused as blocked addresses, and the numeric
+// TestSendSystemResolver: with the default resolver, localhost (refused
+// by name before resolving) and a zoned link-local literal are refused
+// as blocked addresses, and the numeric
 // spellings of 127.0.0.1 that some resolvers accept (2130706433, 0x7f.1,
 // 127.1) are refused as invalid URLs; nothing reaches the server.
 func TestSendSystemResolver(t *testing.T) {
