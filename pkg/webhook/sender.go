@@ -185,10 +185,10 @@ func (s *Sender) client(dial func(ctx context.Context, network, addr string) (ne
 	}
 	return &http.Client{
 		Transport: &http.Transport{
-			Proxy:               nil, // a proxy would dial for us, unchecked
-			DialContext:         dial,
-			TLSClientConfig:     tc,
-			ForceAttemptHTTP2:   true,
+			Proxy:             nil, // a proxy would dial for us, unchecked
+			DialContext:       dial,
+			TLSClientConfig:   tc,
+			ForceAttemptHTTP2: true,
 			// Enough idle connections for a fan-out of up to 128
 			// concurrent deliveries to one receiver to reuse them (at
 			// 32, 10,000 deliveries by 64 workers closed 2,031
