@@ -32,7 +32,7 @@ func tryTask(t *testing.T, client *http.Client, url, who, tool, args string) *rp
 // refused until each was polled by id, or for the 1 h lifetime).
 func TestTaskQuotaDeadLeases(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "tasks.db")
-	lease := 500 * time.Millisecond
+	lease := 2 * time.Second // the 32 creations take well under it
 	dead := newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{Runner: idleRunner{}, Lease: lease})
 	other := newTaskProc(t, db, mcp.Limits{}, mcp.TaskOptions{Lease: lease})
 	for range 32 {
@@ -53,7 +53,7 @@ func TestTaskQuotaDeadLeases(t *testing.T) {
 // its lifetime).
 func TestTaskInputWaitEnds(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "tasks.db")
-	timeout := 300 * time.Millisecond
+	timeout := time.Second
 	p := newTaskProc(t, db, mcp.Limits{MaxTasksPerPrincipal: 1, TaskTTL: time.Minute}, mcp.TaskOptions{Timeout: timeout})
 	id := startTask(t, p.url, "alice", "ask", `{}`)
 	waitStatus(t, p.url, "alice", id, "input_required")
@@ -64,7 +64,7 @@ func TestTaskInputWaitEnds(t *testing.T) {
 	second := startTask(t, p.url, "alice", "echo", `{}`)
 	waitStatus(t, p.url, "alice", second, "completed")
 	res := waitStatus(t, p.url, "alice", id, "failed")
-	if msg, _ := res["statusMessage"].(string); !strings.Contains(msg, "waited for input longer than 300ms") {
+	if msg, _ := res["statusMessage"].(string); !strings.Contains(msg, "waited for input longer than 1s") {
 		t.Errorf("statusMessage %q, want the execution timeout", msg)
 	}
 }
