@@ -153,7 +153,8 @@ var ErrStopStreaming = errors.New("mcp: stop streaming")
 // brought nothing, at most MaxRetryDelay); an event whose eventId it has
 // handed on already (among the last Remember) is dropped. A refusal of
 // the first stream (an unknown event type, bad arguments or cursor) is
-// returned at once. handle sees every active, event and heartbeat in
+// returned at once, and so is ErrSessionNotFound (a 2025-era session that
+// ended). handle sees every active, event and heartbeat in
 // order, and runs on the calling goroutine's behalf (one at a time).
 func (cs *ClientSession) StreamEvents(ctx context.Context, p StreamEventsParams, opts *EventStreamOptions, handle func(*EventStreamMessage) error) error {
 	o := EventStreamOptions{Silence: DefaultEventStreamSilence, Remember: 1000}
@@ -209,7 +210,7 @@ func (cs *ClientSession) StreamEvents(ctx context.Context, p StreamEventsParams,
 		}
 		var term *EventsTerminatedError
 		var rpcErr *Error
-		if errors.As(err, &term) || (!opened && errors.As(err, &rpcErr)) {
+		if errors.As(err, &term) || (!opened && errors.As(err, &rpcErr)) || errors.Is(err, ErrSessionNotFound) {
 			return err
 		}
 		if o.OnEnd != nil {

@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -573,5 +574,42 @@ func TestEventStreamStoreRequests(t *testing.T) {
 	// last held stream ended.
 	if end["DeleteSession"] != 2 || end.Total() > 3 {
 		t.Errorf("end: %v", end)
+	}
+}
+
+// TestClientStreamEventsSessionGone: a 2025-era StreamEvents whose
+// session is deleted returns mcp.ErrSessionNotFound at its next
+// reconnection (the server's stream ended at MaxStreamDuration) instead
+// of reconnecting for ever.
+func TestClientStreamEventsSessionGone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gone.db")
+	st, err := sqlitestore.New(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv := mcp.NewServer(&mcp.Implementation{Name: "gone", Version: "1"}, st, &mcp.ServerOptions{
+		DynamicRegistries: true, Events: true, Logger: slog.New(slog.DiscardHandler)})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, MaxStreamDuration: time.Second, StreamMargin: 100 * time.Millisecond})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.Close(); h.Close() })
+	item, _ := json.Marshal(notify.EventItem{Name: "order"}.WithDefaults())
+	if _, _, err := st.ApplyRegistry(context.Background(), notify.RegistryEvents, notify.OpPut, map[string]json.RawMessage{"order": item}, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{NoStandaloneStream: true, Logger: slog.New(slog.DiscardHandler)}).Connect(ctx, ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cs.StreamEvents(ctx, mcp.StreamEventsParams{Name: "order"}, nil, func(m *mcp.EventStreamMessage) error {
+		if m.Kind == "active" {
+			return st.DeleteSession(ctx, cs.ID())
+		}
+		return nil
+	})
+	if !errors.Is(err, mcp.ErrSessionNotFound) {
+		t.Fatalf("StreamEvents = %v, want ErrSessionNotFound", err)
 	}
 }
