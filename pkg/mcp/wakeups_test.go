@@ -32,7 +32,7 @@ import (
 //
 // Each must arrive through A's change feed watcher: within 5 s, where a
 // lost wake-up would wait for the stream's own check (10 minutes). The
-// latencies (p50, p99, max per kind) are logged: docs/lambda.md cites
+// latencies (p50, p99, max per kind) are logged: docs/costs.md (Push costs) cites
 // them against issue 17's 1 s p99.
 func TestHeldStreamWakeups(t *testing.T) {
 	for _, hs := range heldStores(t) {

@@ -40,7 +40,7 @@ type Options struct {
 // DynamoDB a batch of 50 sessions is two BatchGetItem and three
 // TransactWriteItems (small events), about 5 x 15 ms in sequence, so one
 // event reaches 10,000 sessions (200 batches, 7 rounds of 32) in about
-// 0.5 s after listing them (docs/lambda.md, "Fan-out").
+// 0.5 s after listing them (docs/design.md, "Fan-out").
 const DefaultFanOutConcurrency = 32
 
 // Store is what an Ingester uses of the store: it appends topic events and
