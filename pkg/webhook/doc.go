@@ -24,7 +24,8 @@
 //
 // Policy.CheckURL (subscribe time) accepts an absolute https URL of at most
 // 2048 characters with a host, no userinfo and no fragment, and refuses an
-// IP-literal host that is not globally routable. The Sender checks again at
+// IP-literal host that is not globally routable, localhost, and numeric
+// hosts that only inet_aton reads as IPv4 (127.1). The Sender checks again at
 // every connection: it resolves the host with Policy.Resolver, keeps only
 // the addresses Routable accepts (the IANA IPv4 and IPv6 special-purpose
 // registries: loopback, 0/8, private, 100.64/10, link-local and
@@ -47,4 +48,11 @@
 // values), and whether to retry (not after a 2xx, 410, 413, a blocked
 // address, an oversized body or a failed challenge). Retry.Next gives the
 // backoff schedule.
+//
+// # Receiving
+//
+// Receiver is the other end, for tests, local tools (mcpush events receive)
+// and gateways: it verifies each delivery with the standard-webhooks
+// library within a 5-minute window, answers verification envelopes, and
+// deduplicates on (X-MCP-Subscription-Id, webhook-id).
 package webhook
