@@ -46,7 +46,8 @@
 // challenge_failed, or the internal http_3xx, blocked_address,
 // body_too_large and invalid_message, which WireCategory maps to SEP
 // values), and whether to retry (not after a 2xx, 410, 413, a blocked
-// address, an oversized body or a failed challenge). Retry.Next gives the
+// address, an oversized body, an invalid message or a failed challenge).
+// Retry.Next gives the
 // backoff schedule.
 //
 // # Receiving
