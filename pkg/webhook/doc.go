@@ -47,8 +47,7 @@
 // body_too_large and invalid_message, which WireCategory maps to SEP
 // values), and whether to retry (not after a 2xx, 410, 413, a blocked
 // address, an oversized body, an invalid message or a failed challenge).
-// Retry.Next gives the
-// backoff schedule.
+// Retry.Next gives the backoff schedule.
 //
 // # Receiving
 //
