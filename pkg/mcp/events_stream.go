@@ -355,7 +355,7 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	}
 	ttl := h.listenTTL()
 	now := s.opts.Now()
-	info := listenInfo{Process: process, Request: canonicalID(m.ID)}
+	info := listenInfo{Process: process, Request: canonicalID(m.ID), Session: ss.ID()}
 	st := &notify.Session{
 		ID:                 "evstream-" + randomID(16),
 		Principal:          listenPrincipal(owner),
@@ -471,4 +471,32 @@ func (es *eventStream) start(ctx context.Context, truncated bool) (heldMsg, erro
 	msg := es.active(truncated)
 	es.pending = r
 	return msg, nil
+}
+
+// endEventStreams ends the events streams opened in the 2025-era session
+// sid of owner, which was deleted: it appends the cancellation record of
+// each one's request to its backing session's log (found among owner's
+// backing sessions, listenProfiles: one read), which the stream reads at
+// once, on whichever process serves it. A store without
+// notify.ProfileLister ends none this way: they end at their deadline.
+func (s *Server) endEventStreams(ctx context.Context, owner, sid string) {
+	if !s.eventsOn() || sid == "" {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	streams, err := s.listenProfiles(ctx, listenPrincipal(owner), listenInfo{Session: sid}.field(), s.listenScan())
+	if err != nil {
+		s.log.WarnContext(ctx, "ending the events streams of a deleted session", "session", sid, "err", err)
+		return
+	}
+	for _, st := range streams {
+		info := listenInfoOf(st)
+		if info.Session != sid {
+			continue
+		}
+		if _, _, err := s.store.Append(ctx, st.ID, getStream, [][]byte{listenCancelOf(info.Request)}, nil); err != nil && !errors.Is(err, notify.ErrNotFound) {
+			s.log.WarnContext(ctx, "ending an events stream of a deleted session", "stream", st.ID, "err", err)
+		}
+		s.watcher.wake(st.ID)
+	}
 }

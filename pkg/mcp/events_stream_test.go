@@ -613,3 +613,43 @@ func TestClientStreamEventsSessionGone(t *testing.T) {
 		t.Fatalf("StreamEvents = %v, want ErrSessionNotFound", err)
 	}
 }
+
+// TestEventStreamEndsWithSession: a DELETE of a 2025-era session, on
+// another process, ends the events streams opened in it (and not another
+// session's).
+func TestEventStreamEndsWithSession(t *testing.T) {
+	c := newCluster(t, 2, eventsOn)
+	putEventTypes(t, c.dbPath, notify.OpPut, "m1", `{"name":"order"}`)
+	ctx := t.Context()
+	sid, other := initialize(t, c.urls[0], "2025-11-25"), initialize(t, c.urls[0], "2025-11-25")
+	gone := streamMessages(t, openEventStream(t, ctx, c.urls[0], sid, "1", `"name":"order","cursor":null`))
+	kept := streamMessages(t, openEventStream(t, ctx, c.urls[0], other, "1", `"name":"order","cursor":null`))
+	for _, ch := range []<-chan map[string]any{gone, kept} {
+		if ev := nextStream(t, ch); ev.method != "notifications/events/active" {
+			t.Fatalf("first message %+v", ev)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodDelete, c.urls[1], nil)
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for open := true; open; {
+		select {
+		case m, ok := <-gone:
+			if open = ok; ok && decodeStreamEvent(t, m).method != "notifications/events/heartbeat" {
+				t.Fatalf("after the DELETE: %v", m)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the deleted session's events stream is still open after 10 s")
+		}
+	}
+	select {
+	case m, ok := <-kept:
+		t.Fatalf("the other session's stream: %v, %v", m, ok)
+	case <-time.After(300 * time.Millisecond):
+	}
+}

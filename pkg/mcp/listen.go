@@ -115,8 +115,12 @@ func (e *errListenQuota) Error() string {
 
 // listenCancel is the control record that ends the listen stream of
 // request id (and not a later stream that adopts its backing session).
-func listenCancel(id json.RawMessage) []byte {
-	b, _ := json.Marshal(map[string]string{"mcpush/control": "cancel", "id": canonicalID(id)})
+func listenCancel(id json.RawMessage) []byte { return listenCancelOf(canonicalID(id)) }
+
+// listenCancelOf is listenCancel of the request whose canonicalID is
+// request.
+func listenCancelOf(request string) []byte {
+	b, _ := json.Marshal(map[string]string{"mcpush/control": "cancel", "id": request})
 	return b
 }
 

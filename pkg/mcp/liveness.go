@@ -77,6 +77,9 @@ type listenInfo struct {
 	Parked string `json:"mcpush/parked,omitempty"`
 	// After is a parked stream's read position in the session's log.
 	After int64 `json:"mcpush/after,omitempty"`
+	// Session is the 2025-era session an events/stream was opened in:
+	// a DELETE of the session ends the stream (endEventStreams).
+	Session string `json:"mcpush/session,omitempty"`
 }
 
 // encode is i as a ClientInfo (nil when it records nothing).

@@ -751,6 +751,7 @@ func (h *StreamableHandler) serveDELETE(w http.ResponseWriter, r *http.Request, 
 	// other processes stop at their next cancellation check (watchCancel)
 	// or their next message (emitLocked), whichever comes first.
 	h.srv.local.cancelSession(ss.ID())
+	h.srv.endEventStreams(r.Context(), ss.Principal(), ss.ID())
 	w.WriteHeader(http.StatusOK)
 }
 
