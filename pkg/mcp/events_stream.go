@@ -93,7 +93,10 @@ type eventStream struct {
 	lastSent  time.Time
 	lastTopic time.Time // the last read of the topic log
 
-	terminated, cancelled bool
+	// recheck: the events registry changed, and the event type is to be
+	// looked at again (until a look succeeds).
+	recheck    bool
+	terminated bool
 }
 
 // meta is the _meta of the stream's notifications.
@@ -126,7 +129,7 @@ func (es *eventStream) terminate(e *Error) heldMsg {
 }
 
 // result is the empty StreamEventsResult that ends the stream.
-func (es *eventStream) result() []byte { return (*listenStream)(es.l).result() }
+func (es *eventStream) result() []byte { return es.l.result() }
 
 // events turns a read into notifications/events/event, each with the
 // cursor after it, and moves the stream's position to the read's.
@@ -147,13 +150,13 @@ func (es *eventStream) events(r *eventsRead) []heldMsg {
 	return out
 }
 
-// recheck looks at the event type again after a change of the events
+// checkType looks at the event type again after a change of the events
 // registry: a terminated message if the subscription no longer holds (the
 // type is gone, offers no push, or its inputSchema refuses the
 // arguments); a notifications/events/active with truncated if the type
 // moved to another topic (the stream goes on from that topic's head, as
 // a poll does); nothing otherwise.
-func (es *eventStream) recheck(ctx context.Context) ([]heldMsg, error) {
+func (es *eventStream) checkType(ctx context.Context) ([]heldMsg, error) {
 	s := es.l.srv
 	e, err := s.eventType(ctx, es.e.Name, notify.DeliveryPush)
 	var rpcErr *Error
@@ -208,29 +211,28 @@ func (src *eventSource) read(ctx context.Context, age time.Duration) (heldBatch,
 		return heldBatch{}, err
 	}
 	var b heldBatch
-	changed := false
 	for _, ev := range logged {
 		l.after = ev.Seq
 		if string(ev.Data) == string(listenCancel(l.id)) {
-			es.cancelled = true
-			return heldBatch{end: true}, nil
+			return heldBatch{end: true}, nil // cancelled: no response
 		}
 		var m struct {
 			Method string `json:"method"`
 		}
 		if json.Unmarshal(ev.Data, &m) == nil && m.Method == methodEventsListChanged {
-			changed = true
+			es.recheck = true
 		}
 	}
 	b.more = len(logged) == readBatch
 	if err == nil {
 		l.refresh(ctx)
 	}
-	if changed {
-		msgs, err := es.recheck(ctx)
+	if es.recheck {
+		msgs, err := es.checkType(ctx)
 		if err != nil {
-			return b, err
+			return b, err // looked at again at the next read
 		}
+		es.recheck = false
 		b.msgs = append(b.msgs, msgs...)
 		if es.terminated {
 			b.end = true
