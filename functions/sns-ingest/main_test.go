@@ -414,6 +414,8 @@ func TestMainLambda(t *testing.T) {
 		}
 		invokes = append(invokes, b)
 	}
+	// The EventBridge Scheduler's invocation of the webhook sweep (template.yaml).
+	invokes = append(invokes, []byte(`{"version":"0","id":"4e0ea7f1-2a2c-4d1f-9b8e-0c0d1e2f3a4b","detail-type":"Scheduled Event","source":"aws.scheduler","account":"123456789012","time":"2026-11-27T03:00:00Z","region":"us-east-1","resources":["arn:aws:scheduler:us-east-1:123456789012:schedule/default/sweep"],"detail":"{}"}`))
 	type result struct {
 		path string
 		body string
@@ -468,8 +470,11 @@ func TestMainLambda(t *testing.T) {
 	for r := range results {
 		got = append(got, r)
 	}
-	if len(got) != 2 {
-		t.Fatalf("results = %+v, want 2\nstderr:\n%s", got, stderr.String())
+	if len(got) != 3 {
+		t.Fatalf("results = %+v, want 3\nstderr:\n%s", got, stderr.String())
+	}
+	if want := (result{"req-2/response", `{"sweep":{"subscriptions":0,"claimed":0,"delivered":0,"abandoned":0,"failed":0}}`}); got[2] != want {
+		t.Errorf("the scheduled sweep: %+v, want %+v", got[2], want)
 	}
 	if want := (result{"req-0/response", `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`}); got[0] != want {
 		t.Errorf("first invocation: %+v, want %+v", got[0], want)

@@ -126,6 +126,11 @@ func TestEventsSubscribe(t *testing.T) {
 			params := func(name, url, secret, extra string) string {
 				return `"name":"` + name + `","arguments":{"severity":"P1"},"delivery":{"mode":"webhook","url":"` + url + `","secret":"` + secret + `"}` + extra
 			}
+			other := rpc2026(t, ts.URL, "events/poll", `"name":"incident.polled","cursor":null`)
+			otherCursor, _ := other.Result["cursor"].(string)
+			if otherCursor == "" {
+				t.Fatalf("poll of incident.polled: %+v", other)
+			}
 			before := snapshot(t, ws, topic)
 			refused := []struct {
 				name, principal, params string
@@ -151,6 +156,7 @@ func TestEventsSubscribe(t *testing.T) {
 				{"poll-only event", "alice", params("incident.polled", good.URL, secret, ""), mcp.CodeUnsupported, `"feature":"deliveryMode"`},
 				{"arguments against the schema", "alice", `"name":"incident.created","arguments":{"severity":"P9"},"delivery":{"url":"` + good.URL + `","secret":"` + secret + `"}`, mcp.CodeInvalidParams, ""},
 				{"push mode", "alice", `"name":"incident.created","delivery":{"mode":"push","url":"` + good.URL + `","secret":"` + secret + `"}`, mcp.CodeUnsupported, `"feature":"deliveryMode"`},
+				{"another type's cursor", "alice", params("incident.created", good.URL, secret, `,"cursor":"`+otherCursor+`"`), mcp.CodeInvalidParams, ""},
 				{"forged cursor", "alice", params("incident.created", good.URL, secret, `,"cursor":"ev1.e30.AAAA"`), mcp.CodeInvalidParams, ""},
 			}
 			for _, tc := range refused {
