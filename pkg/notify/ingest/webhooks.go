@@ -196,14 +196,8 @@ func (wh *Webhooks) deliverTopic(ctx context.Context, topic string, head *notify
 		wg     sync.WaitGroup
 		sem    = make(chan struct{}, wh.o.Concurrency)
 		types  map[string]*notify.EventItem
+		loaded bool // types read: once, and only for a topic with a due subscription
 	)
-	if wh.o.EventTypes != nil {
-		t, err := wh.o.EventTypes(ctx)
-		if err != nil {
-			return counts, err
-		}
-		types = t
-	}
 	after := ""
 	var err error
 	for {
@@ -217,6 +211,13 @@ func (wh *Webhooks) deliverTopic(ctx context.Context, topic string, head *notify
 			if !wh.due(w, head.Seq) {
 				continue
 			}
+			if !loaded && wh.o.EventTypes != nil {
+				if types, err = wh.o.EventTypes(ctx); err != nil {
+					wg.Wait()
+					return counts, err
+				}
+			}
+			loaded = true
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
