@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -21,8 +22,9 @@ import (
 // Attributes of a subscription item: its version and its id (the sort
 // key is the escaped id).
 const (
-	attrWebhookVer = "wv"
-	attrWebhookID  = "wi"
+	attrWebhookVer   = "wv"
+	attrWebhookID    = "wi"
+	attrWebhookTopic = "wt" // of an index entry
 )
 
 func webhookPK(topic string) string              { return "W#" + part(topic) }
@@ -40,10 +42,30 @@ func webhookItem(w *notify.WebhookSubscription, body []byte, version int64) item
 	return it
 }
 
+// webhookIndexBucket is the granularity of an index entry's expiry: the
+// entry of a subscription that expires at t expires at the end of the
+// 6-hour bucket after t's (indexExpiry), so a subscription refreshed
+// every hour rewrites its entry once every 6 hours, not at every
+// refresh. The entry of a lapsed subscription therefore lives on for up
+// to 12 hours: CreateWebhook counts entries, and only when they reach the
+// bound reads the subscriptions themselves (countLiveWebhooks).
+const webhookIndexBucket = 6 * time.Hour
+
+// indexExpiry is the expiry of the index entry of a subscription that
+// expires at t (zero: none).
+func indexExpiry(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Truncate(webhookIndexBucket).Add(2 * webhookIndexBucket)
+}
+
 func webhookIndexItem(w *notify.WebhookSubscription) item {
 	it := key(webhookPrincipalPK(w.Principal), webhookIndexSK(w.Topic, w.ID))
-	if !w.ExpiresAt.IsZero() {
-		setExpiry(it, w.ExpiresAt)
+	it[attrWebhookID] = avS(w.ID)
+	it[attrWebhookTopic] = avS(w.Topic)
+	if exp := indexExpiry(w.ExpiresAt); !exp.IsZero() {
+		setExpiry(it, exp)
 	}
 	return it
 }
@@ -67,7 +89,14 @@ func (s *Store) CreateWebhook(ctx context.Context, w *notify.WebhookSubscription
 		return err
 	}
 	if n >= max {
-		return notify.ErrLimit
+		// Entries outlive lapsed subscriptions by up to 12 h: count
+		// the live subscriptions themselves.
+		if n, err = s.countLiveWebhooks(ctx, w.Principal, now, max); err != nil {
+			return err
+		}
+		if n >= max {
+			return notify.ErrLimit
+		}
 	}
 	var e expr
 	cond := e.absent(now)
@@ -135,8 +164,9 @@ func (s *Store) GetWebhook(ctx context.Context, topic, id string) (_ *notify.Web
 // UpdateWebhook writes w if the stored Version still equals w.Version,
 // and then increments w.Version: ErrConflict when it changed, ErrNotFound
 // when the subscription is gone or expired. One PutItem conditional on
-// the version; when the expiry changed (a refresh), one more PutItem of
-// the principal's index item, so that it lapses with the subscription.
+// the version; when the expiry moved to another 6-hour bucket (a refresh,
+// about once every 6 hours), one more PutItem of the principal's index
+// entry, so that it lapses after the subscription.
 func (s *Store) UpdateWebhook(ctx context.Context, w *notify.WebhookSubscription) (err error) {
 	defer wrap(&err, "dynamostore: UpdateWebhook(%.64q)", w.ID)
 	body, err := notify.CheckWebhook(w)
@@ -170,7 +200,7 @@ func (s *Store) UpdateWebhook(ctx context.Context, w *notify.WebhookSubscription
 	if _, ok := res.Attributes[attrExp]; ok {
 		oldExp = getN(res.Attributes, attrExp)
 	}
-	if oldExp != toNanos(w.ExpiresAt) {
+	if toNanos(indexExpiry(fromNanos(oldExp))) != toNanos(indexExpiry(w.ExpiresAt)) {
 		_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: s.table, Item: webhookIndexItem(w)})
 	}
 	return err
@@ -240,4 +270,62 @@ func (s *Store) TopicWebhooks(ctx context.Context, topic, after string, limit in
 		next = getS(res.LastEvaluatedKey, attrSK)
 	}
 	return out, next, nil
+}
+
+// countLiveWebhooks counts principal's live subscriptions, no further
+// than limit: one Query of the index, one BatchGetItem per 100 entries
+// of the subscription items (their expiry is the truth); the entries of
+// subscriptions gone are deleted, best effort.
+func (s *Store) countLiveWebhooks(ctx context.Context, principal string, now int64, limit int) (int, error) {
+	var e expr
+	in := &dynamodb.QueryInput{
+		TableName:              s.table,
+		ConsistentRead:         consistent,
+		KeyConditionExpression: aws.String(e.n(attrPK) + " = " + e.v(avS(webhookPrincipalPK(principal)))),
+	}
+	in.ExpressionAttributeNames, in.ExpressionAttributeValues = e.namesOrNil(), e.valuesOrNil()
+	entries, err := s.queryItems(ctx, in)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var stale []item
+	for start := 0; start < len(entries); start += 100 {
+		var batch []item
+		for _, en := range entries[start:min(start+100, len(entries))] {
+			if getS(en, attrWebhookID) == "" || getS(en, attrWebhookTopic) == "" {
+				n++ // an entry written before entries named their subscription: counted
+				continue
+			}
+			batch = append(batch, en)
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		keys := make([]item, len(batch))
+		for i, en := range batch {
+			keys[i] = key(webhookPK(getS(en, attrWebhookTopic)), part(getS(en, attrWebhookID)))
+		}
+		subs, err := s.batchGet(ctx, keys, "", nil)
+		if err != nil {
+			return 0, err
+		}
+		alive := map[string]bool{}
+		for _, it := range subs {
+			if live(it, now) {
+				alive[getS(it, attrPK)+"\x00"+getS(it, attrSK)] = true
+			}
+		}
+		for i, en := range batch {
+			if alive[getS(keys[i], attrPK)+"\x00"+getS(keys[i], attrSK)] {
+				n++
+			} else {
+				stale = append(stale, key(getS(en, attrPK), getS(en, attrSK)))
+			}
+		}
+	}
+	if len(stale) > 0 {
+		s.batchDelete(ctx, stale) // best effort: a later count retries
+	}
+	return min(n, limit), nil
 }
