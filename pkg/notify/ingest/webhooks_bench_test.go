@@ -2,9 +2,14 @@ package ingest
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
+
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/mcpush/mcpush/internal/storecount"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 	"net/http/httptest"
 	"os"
 	"slices"
@@ -24,7 +29,7 @@ import (
 // topic, all on one loopback webhook.Receiver that verifies every
 // signature, through the ingest on DynamoDB (moto). It reports the time
 // from the SNS record to each subscription's accepted delivery (p50, p99,
-// max), the DynamoDB requests of the event (its append, fan-out and
+// max), the store requests of the event (on DynamoDB, API calls) (its append, fan-out and
 // webhook delivery) in all and per subscription, and fails unless every
 // subscription got the event exactly once.
 func BenchmarkWebhookFanOut(b *testing.B) {
@@ -35,14 +40,50 @@ func BenchmarkWebhookFanOut(b *testing.B) {
 			b.Fatalf("MCPUSH_BENCH_WEBHOOKS=%q", v)
 		}
 	}
-	ctx := context.Background()
-	client := moto.NewClient(ctx, moto.Start(b))
-	table := fmt.Sprintf("webhook-bench-%d", time.Now().UnixNano())
-	if err := dynamostore.CreateTable(ctx, client, table); err != nil {
-		b.Fatal(err)
+	stores := []string{"sqlite", "dynamodb"}
+	if v := os.Getenv("MCPUSH_BENCH_WEBHOOK_STORES"); v != "" {
+		stores = strings.Split(v, ",")
 	}
-	counter := dynamostore.NewCounter(client)
-	st := dynamostore.New(counter, table, nil)
+	for _, name := range stores {
+		b.Run(name, func(b *testing.B) { benchWebhookFanOut(b, name, n) })
+	}
+}
+
+// webhookBenchStore is what the benchmark needs of a store.
+type webhookBenchStore interface {
+	notify.Store
+	WebhookStore
+	CreateWebhook(ctx context.Context, w *notify.WebhookSubscription, max int) error
+}
+
+func benchWebhookFanOut(b *testing.B, storeName string, n int) {
+	ctx := context.Background()
+	var (
+		st     webhookBenchStore
+		counts func() map[string]int64
+	)
+	switch storeName {
+	case "sqlite":
+		sq, err := sqlitestore.New(filepath.Join(b.TempDir(), "bench.db"), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { sq.Close() })
+		c := &storecount.Counter{}
+		st = storecount.Wrap(sq, c).(webhookBenchStore)
+		counts = func() map[string]int64 { return c.Counts() }
+	case "dynamodb":
+		client := moto.NewClient(ctx, moto.Start(b))
+		table := fmt.Sprintf("webhook-bench-%d", time.Now().UnixNano())
+		if err := dynamostore.CreateTable(ctx, client, table); err != nil {
+			b.Fatal(err)
+		}
+		counter := dynamostore.NewCounter(client)
+		st = dynamostore.New(counter, table, nil)
+		counts = counter.Counts
+	default:
+		b.Fatalf("MCPUSH_BENCH_WEBHOOK_STORES: unknown store %q", storeName)
+	}
 
 	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("bench-secret-of-32-bytes-0123456"))
 	sec, err := webhook.ParseSecret(secret)
@@ -104,14 +145,14 @@ func BenchmarkWebhookFanOut(b *testing.B) {
 		mu.Lock()
 		clear(arrived)
 		mu.Unlock()
-		before := counter.Counts()
+		before := counts()
 		start := time.Now()
 		msg := fmt.Sprintf("m-%d", i)
 		if _, err := in.Handle(ctx, snsEvent(record(msg, ordersARN, `{"type":"event","topic":"orders","data":{"n":1}}`))); err != nil {
 			b.Fatal(err)
 		}
 		took := time.Since(start)
-		after := counter.Counts()
+		after := counts()
 		var reqs int64
 		for op, v := range after {
 			reqs += v - before[op]
@@ -134,9 +175,9 @@ func BenchmarkWebhookFanOut(b *testing.B) {
 		b.ReportMetric(float64(p(0.5).Milliseconds()), "p50-ms")
 		b.ReportMetric(float64(p(0.99).Milliseconds()), "p99-ms")
 		b.ReportMetric(float64(lat[len(lat)-1].Milliseconds()), "max-ms")
-		b.ReportMetric(float64(reqs), "dynamodb-requests/event")
+		b.ReportMetric(float64(reqs), "store-requests/event")
 		b.ReportMetric(float64(reqs)/float64(n), "requests/subscriber")
-		b.Logf("N=%d: handled in %v, p50 %v, p99 %v; DynamoDB requests %d (%v)", n, took, p(0.5), p(0.99), reqs, diffCounts(before, after))
+		b.Logf("%s N=%d: handled in %v, p50 %v, p99 %v; store requests %d (%v)", storeName, n, took, p(0.5), p(0.99), reqs, diffCounts(before, after))
 	}
 }
 
