@@ -271,3 +271,81 @@ func TestWebhookDelivery(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookRetriesAndSuspension (SQLite): against a receiver that
+// always answers 503, an event is retried until webhook.Retry's attempts
+// run out and then abandoned (the watermark moves past it); after
+// SuspendAfter of failures a subscription with an expiry is suspended
+// (and then left alone by deliveries and sweeps), and one without expiry
+// is ended: a terminated envelope is attempted and its record deleted.
+func TestWebhookRetriesAndSuspension(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	var posts, terminated atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		var c webhook.Control
+		if json.NewDecoder(r.Body).Decode(&c) == nil && c.Type == webhook.ControlTerminated {
+			terminated.Add(1)
+		}
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	allow, _ := webhook.ParseAllow(srv.URL)
+	keys := [][]byte{[]byte("ingest-suspend-state-key-0123456789ab")}
+	sealer, _ := notify.NewSealer(keys, notify.WebhookSealLabel)
+	ws := st.(WebhookStore)
+	creator := st.(interface {
+		CreateWebhook(context.Context, *notify.WebhookSubscription, int) error
+	})
+	for _, id := range []string{"sub_ttl", "sub_forever"} {
+		w := &notify.WebhookSubscription{Topic: "orders", ID: id, Principal: "alice", Name: "order.created", URL: srv.URL + "/" + id,
+			CreatedAt: time.Now(), UpdatedAt: time.Now(), Verified: true}
+		if id == "sub_ttl" {
+			w.ExpiresAt = time.Now().Add(time.Hour)
+		}
+		w.SealSecrets(sealer, notify.WebhookSecrets{Current: "whsec_" + base64.StdEncoding.EncodeToString([]byte("suspension-test-secret-32-bytes!"))})
+		if err := creator.CreateWebhook(ctx, w, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wh, err := NewWebhooks(WebhookOptions{Store: ws, Sender: webhook.NewSender(webhook.Policy{Allow: allow}), Sealer: sealer, CursorKey: keys[0],
+		Retry: webhook.Retry{Attempts: 2, Base: 10 * time.Millisecond, Max: 10 * time.Millisecond, Window: time.Minute}, SuspendAfter: 400 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, _, err := st.AppendTopicEvent(ctx, "orders", "m1", time.Now(), json.RawMessage(`{"n":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wh.Deliver(ctx, &ev)
+	time.Sleep(20 * time.Millisecond)
+	wh.Sweep(ctx) // the second and last attempt: abandoned
+	for _, id := range []string{"sub_ttl", "sub_forever"} {
+		w, err := ws.GetWebhook(ctx, "orders", id)
+		if err != nil || w.Watermark != 1 || w.Retry.Seq != 0 || w.Retry.Abandoned != 1 || w.Status.LastError != webhook.CategoryHTTP5xx || w.Status.Suspended {
+			t.Fatalf("%s after 2 failed attempts: %+v, %v; want the event abandoned, not suspended", id, w, err)
+		}
+	}
+	// Failures go on past SuspendAfter.
+	time.Sleep(450 * time.Millisecond)
+	ev2, _, _ := st.AppendTopicEvent(ctx, "orders", "m2", time.Now(), json.RawMessage(`{"n":2}`))
+	wh.Deliver(ctx, &ev2)
+	w, err := ws.GetWebhook(ctx, "orders", "sub_ttl")
+	if err != nil || !w.Status.Suspended || w.Watermark != 1 || w.Retry.Seq != 2 {
+		t.Fatalf("sub_ttl after %v of failures: %+v, %v; want suspended with m2 pending", 450*time.Millisecond, w, err)
+	}
+	if _, err := ws.GetWebhook(ctx, "orders", "sub_forever"); err == nil {
+		t.Error("sub_forever (no expiry) is still stored after sustained failure")
+	}
+	if terminated.Load() != 1 {
+		t.Errorf("%d terminated envelopes attempted, want 1", terminated.Load())
+	}
+	n := posts.Load()
+	ev3, _, _ := st.AppendTopicEvent(ctx, "orders", "m3", time.Now(), json.RawMessage(`{"n":3}`))
+	wh.Deliver(ctx, &ev3)
+	wh.Sweep(ctx)
+	if posts.Load() != n {
+		t.Errorf("%d POSTs to a suspended subscription", posts.Load()-n)
+	}
+}
