@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/webhook"
@@ -98,7 +100,9 @@ func TestEventsSubscribe(t *testing.T) {
 			}
 			st := hs.open(t)
 			ws := st.(webhookStore)
+			logs := &testutil.LockedBuffer{}
 			srv := mcp.NewServer(&mcp.Implementation{Name: "webhooks", Version: "1"}, st, &mcp.ServerOptions{
+				Logger:            slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 				DynamicRegistries: true, Events: true, RegistryRefresh: 20 * time.Millisecond,
 				StateKeys: [][]byte{[]byte("events-webhook-key-0123456789abcdef01")},
 				Webhooks:  &mcp.WebhookOptions{Sender: webhook.NewSender(webhook.Policy{Allow: allow}), MaxPerPrincipal: 3},
@@ -222,6 +226,20 @@ func TestEventsSubscribe(t *testing.T) {
 				t.Errorf("secrets after a rotation: current %t, previous %t, until %v, %v", sec.Current == rotated, sec.Previous == secret, sec.PreviousUntil, err)
 			}
 
+			// A refresh reactivates a suspended subscription, and says it was suspended.
+			stored.Status = notify.WebhookStatus{Suspended: true, LastError: webhook.CategoryBlockedAddress, FailedSince: time.Now().Add(-2 * time.Hour)}
+			if err := ws.UpdateWebhook(ctx, stored); err != nil {
+				t.Fatal(err)
+			}
+			r = whCall(t, ts.URL, "alice", "events/subscribe", `"name":"incident.created","arguments":{"severity":"P1"},"delivery":{"url":"`+good.URL+`","secret":"`+rotated+`"}`)
+			ds, _ = r.Result["deliveryStatus"].(map[string]any)
+			if r.Error != nil || ds == nil || ds["active"] != false || ds["lastError"] != "connection_refused" || ds["failedSince"] == nil {
+				t.Errorf("refresh of a suspended subscription: %+v %+v; want active false, lastError connection_refused (the wire category), failedSince", r.Result, r.Error)
+			}
+			if again, _ := ws.GetWebhook(ctx, topic, id); again == nil || again.Status.Suspended {
+				t.Errorf("after the refresh: %+v; want reactivated", again)
+			}
+
 			// No expiry when asked.
 			r = whCall(t, ts.URL, "alice", "events/subscribe", `"name":"incident.created","delivery":{"url":"`+good.URL+`","secret":"`+rotated+`"},"ttlMs":null`)
 			if r.Error != nil || r.Result["refreshBefore"] != nil {
@@ -260,6 +278,14 @@ func TestEventsSubscribe(t *testing.T) {
 			r = whCall(t, ts.URL, "alice", "events/unsubscribe", `"name":"incident.created","arguments":{"severity":"P1"},"delivery":{"url":"`+good.URL+`"}`)
 			if r.Error == nil || r.Error.Code != mcp.CodeNotFound {
 				t.Errorf("a second unsubscribe: %+v", r.Error)
+			}
+			for _, sec := range []string{secret, rotated} {
+				if strings.Contains(logs.String(), strings.TrimPrefix(sec, "whsec_")) {
+					t.Error("a secret is in the server's log")
+				}
+			}
+			if !strings.Contains(logs.String(), "webhook subscription created") {
+				t.Error("the log has no record of the subscription (is the logger wired?)")
 			}
 		})
 	}
