@@ -198,16 +198,23 @@ func run(logger *slog.Logger) error {
 		opts.Tasks.Runner = &serve.SelfInvokeRunner{API: awslambda.NewFromConfig(cfg),
 			FunctionName: os.Getenv("AWS_LAMBDA_FUNCTION_NAME"), Qualifier: os.Getenv("AWS_LAMBDA_FUNCTION_VERSION")}
 	}
-	// Webhook delivery (events/subscribe): served to authenticated
-	// principals; MCPUSH_WEBHOOK_ALLOW exempts named origins (local
+	// Webhook delivery (events/subscribe): only with authentication
+	// (SEP-3415: an unauthenticated server offers poll and push, not
+	// webhook); MCPUSH_WEBHOOK_ALLOW exempts named origins (local
 	// receivers) from the https and address checks.
 	allow, err := webhook.ParseAllow(os.Getenv(webhook.AllowEnv))
 	if err != nil {
 		return err
 	}
-	opts.Webhooks = &mcp.WebhookOptions{Sender: webhook.NewSender(webhook.Policy{Allow: allow})}
-	if opts.Webhooks.MaxPerPrincipal, err = intEnv("MCPUSH_MAX_WEBHOOKS_PER_PRINCIPAL"); err != nil {
-		return err
+	auth := sopts.Local.Auth
+	if sopts.RuntimeAPI != "" {
+		auth = sopts.Lambda.Auth
+	}
+	if auth != serve.AuthNone {
+		opts.Webhooks = &mcp.WebhookOptions{Sender: webhook.NewSender(webhook.Policy{Allow: allow})}
+		if opts.Webhooks.MaxPerPrincipal, err = intEnv("MCPUSH_MAX_WEBHOOKS_PER_PRINCIPAL"); err != nil {
+			return err
+		}
 	}
 	if fix != nil {
 		fix.options(opts)
