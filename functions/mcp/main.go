@@ -23,6 +23,7 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/mcpush/mcpush/internal/statekeys"
+	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
@@ -96,13 +97,10 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{
+	store, err := storecount.Open(ctx, spec, &storeconfig.Options{
 		CreateTable: os.Getenv("MCPUSH_CREATE_TABLE") == "1",
 		FeedShards:  shards,
-		StatsDir:    os.Getenv("MCPUSH_STORE_STATS"),
-		StatsName:   "mcp",
-		Logger:      logger,
-	})
+	}, os.Getenv("MCPUSH_STORE_STATS"), "mcp", logger)
 	if err != nil {
 		return err
 	}
@@ -180,12 +178,7 @@ func run(logger *slog.Logger) error {
 	default:
 		// Shared through the store: every process on it verifies what
 		// the others sign.
-		sk, ok := store.(notify.SharedKeys)
-		if !ok {
-			logger.Warn("neither MCPUSH_STATE_KEYS nor MCPUSH_STATE_KEYS_SECRET is set, and the store keeps no shared keys: requestState keys are random per process, so a 2026-era retry must reach the same process")
-			break
-		}
-		if opts.StateKeys, err = statekeys.FromStore(ctx, sk); err != nil {
+		if opts.StateKeys, err = statekeys.FromStore(ctx, store); err != nil {
 			return err
 		}
 	}

@@ -42,6 +42,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
@@ -107,13 +108,10 @@ func openStore(ctx context.Context, getenv func(string) string, logger *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{
+	store, err := storecount.Open(ctx, spec, &storeconfig.Options{
 		CreateTable: getenv("MCPUSH_CREATE_TABLE") == "1",
 		FeedShards:  shards,
-		StatsDir:    getenv("MCPUSH_STORE_STATS"),
-		StatsName:   "sns-ingest",
-		Logger:      logger,
-	})
+	}, getenv("MCPUSH_STORE_STATS"), "sns-ingest", logger)
 	if err != nil {
 		return nil, fmt.Errorf("MCPUSH_STORE=%q: %w", spec, err)
 	}

@@ -21,9 +21,9 @@ import (
 	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
-	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 )
 
 func TestMain(m *testing.M) {
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 // backend is a store with a request tally.
 type backend struct {
 	name  string
-	store notify.Store
+	store storeconfig.Store
 	tally requests
 	meter *meter // DynamoDB request units; nil on SQLite
 	unit  string // what one counted request is
@@ -44,7 +44,7 @@ type backend struct {
 	sessionRead, registryRead string
 	// reopen opens another Store on the same database: another
 	// process's, as the ingest's.
-	reopen func(tb testing.TB) notify.Store
+	reopen func(tb testing.TB) storeconfig.Store
 }
 
 func backends(tb testing.TB) []backend {
@@ -62,7 +62,7 @@ func sqliteBackend(tb testing.TB) backend {
 	var st storecount.Counter
 	return backend{name: "sqlite", store: storecount.Wrap(sq, &st), tally: storeTally{&st}, unit: "Store call",
 		sessionRead: "GetSession", registryRead: "RegistryHashes",
-		reopen: func(tb testing.TB) notify.Store {
+		reopen: func(tb testing.TB) storeconfig.Store {
 			other, err := sqlitestore.New(path, nil)
 			if err != nil {
 				tb.Fatal(err)
@@ -88,7 +88,7 @@ func dynamoBackend(tb testing.TB) backend {
 	})
 	return backend{name: "dynamodb", store: dynamostore.New(counted, table, nil), tally: dt, meter: dm, unit: "DynamoDB API call",
 		sessionRead: "Query", registryRead: "GetItem",
-		reopen: func(testing.TB) notify.Store { return dynamostore.New(plain, table, nil) }}
+		reopen: func(testing.TB) storeconfig.Store { return dynamostore.New(plain, table, nil) }}
 }
 
 // reset starts a measurement: no requests and no units counted.

@@ -64,7 +64,7 @@ func listen2026(t *testing.T, ctx context.Context, hc *http.Client, url, id, fil
 
 // openStoreEnv opens, in the test's process, the store that env (a
 // Store's Env) points a cluster at.
-func openStoreEnv(t *testing.T, env []string) notify.Store {
+func openStoreEnv(t *testing.T, env []string) storeconfig.Store {
 	t.Helper()
 	var spec, endpoint string
 	for _, kv := range env {

@@ -1,6 +1,7 @@
 package storecount
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 )
 
 // DefaultInterval is how often Record writes a process's counts.
@@ -49,7 +50,7 @@ type RecordOptions struct {
 // so a reader never sees half a file and a killed process leaves the
 // counts of its last write. It returns the file's path; the error is the
 // first write's.
-func Record(st notify.Store, dir string, opts *RecordOptions) (notify.Store, string, error) {
+func Record(st storeconfig.Store, dir string, opts *RecordOptions) (storeconfig.Store, string, error) {
 	var o RecordOptions
 	if opts != nil {
 		o = *opts
@@ -88,7 +89,7 @@ func Record(st notify.Store, dir string, opts *RecordOptions) (notify.Store, str
 		err := r.close()
 		return errors.Join(err, st.Close())
 	}
-	return wrap(s), r.path, nil
+	return s, r.path, nil
 }
 
 // recorder writes a Counter's counts to a stats file.
@@ -208,4 +209,21 @@ func readStats(name string) (Stats, error) {
 		return Stats{}, fmt.Errorf("store stats %s: %w", name, err)
 	}
 	return st, nil
+}
+
+// Open opens the store of spec (storeconfig.Open) and, when statsDir is
+// set (MCPUSH_STORE_STATS in the mains, a diagnostic for load tests),
+// counts its requests into a stats file of process name in statsDir
+// (Record); logger reports the stats writes that fail.
+func Open(ctx context.Context, spec string, opts *storeconfig.Options, statsDir, name string, logger *slog.Logger) (storeconfig.Store, error) {
+	st, err := storeconfig.Open(ctx, spec, opts)
+	if err != nil || statsDir == "" {
+		return st, err
+	}
+	counted, _, err := Record(st, statsDir, &RecordOptions{Name: name, Logger: logger})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return counted, nil
 }

@@ -97,3 +97,24 @@ func TestRecordBadDir(t *testing.T) {
 		t.Error("Record into a regular file's path: no error")
 	}
 }
+
+// TestOpenStats: with a stats directory the store is counted into a
+// stats file, written last when it is closed.
+func TestOpenStats(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := storecount.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"), nil, dir, "test", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.AppendTopicEvent(ctx, "t", "m-1", time.Now(), []byte(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	all, err := storecount.ReadStats(dir)
+	if err != nil || len(all) != 1 || all[0].Process != "test" || all[0].Ops.String() != "AppendTopicEvent=1" || all[0].Writes != 1 {
+		t.Errorf("stats = %+v, %v; want one file of process test with AppendTopicEvent=1", all, err)
+	}
+}

@@ -1,6 +1,5 @@
-// Package storecount counts the requests a notify.Store serves, by
-// operation: the notify.Store methods, and the optional notify.RateCounter
-// and notify.SessionCounter ones. On SQLite each call is one statement or
+// Package storecount counts the requests a store (storeconfig.Store:
+// what both stores implement) serves, by operation: one per method. On SQLite each call is one statement or
 // one transaction; on DynamoDB a call may make several API calls (count
 // those with an SDK middleware, as internal/costs does).
 //
@@ -13,8 +12,6 @@ package storecount
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -23,6 +20,7 @@ import (
 	"time"
 
 	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 )
 
 // reads are the counted operations that only read; every other one
@@ -126,116 +124,39 @@ func (c *Counter) Reset() {
 	c.mu.Unlock()
 }
 
-// Wrap returns st with every request counted in c. The result implements
-// notify.RateCounter and notify.SessionCounter exactly when st does (and
-// notify.TaskStore when st implements all three, as both stores do, and
-// the webhook subscription methods when it implements those too), so
-// that a server finds the same capabilities through it. Close is not
-// counted.
-func Wrap(st notify.Store, c *Counter) notify.Store {
-	return wrap(&store{Store: st, c: c})
+// Wrap returns st counting into c: one wrapper, with every method of
+// the stores, so that a server finds through it what it finds in st.
+// Close is not counted.
+func Wrap(st storeconfig.Store, c *Counter) storeconfig.Store {
+	return &store{Store: st, c: c}
 }
 
-// wrap adds to s the optional interfaces its inner store implements.
-func wrap(s *store) notify.Store {
-	rc, isRC := s.Store.(notify.RateCounter)
-	sc, isSC := s.Store.(notify.SessionCounter)
-	r := rateCounter{rc, s.c}
-	n := sessionCounter{sc, s.c}
-	ts, isTS := s.Store.(notify.TaskStore)
-	if ws, ok := s.Store.(webhooks); ok && isTS && isRC && isSC {
-		return struct {
-			*store
-			rateCounter
-			sessionCounter
-			taskStore
-			webhookStore
-		}{s, r, n, taskStore{ts, s.c}, webhookStore{ws, s.c}}
-	}
-	if isTS && isRC && isSC {
-		return struct {
-			*store
-			rateCounter
-			sessionCounter
-			taskStore
-		}{s, r, n, taskStore{ts, s.c}}
-	}
-	switch {
-	case isRC && isSC:
-		return struct {
-			*store
-			rateCounter
-			sessionCounter
-		}{s, r, n}
-	case isRC:
-		return struct {
-			*store
-			rateCounter
-		}{s, r}
-	case isSC:
-		return struct {
-			*store
-			sessionCounter
-		}{s, n}
-	}
-	return s
-}
-
-// store counts the requests of the notify.Store it embeds; it overrides
-// every method of notify.Store but Close. close, when set, replaces
-// Close.
+// store counts the requests of the store it embeds; it overrides every
+// method but Close. close, when set, replaces Close.
 type store struct {
-	notify.Store
+	storeconfig.Store
 	c     *Counter
 	close func() error
 }
 
-// SharedKey implements notify.SharedKeys for every counted store: it
-// passes the call on to the inner store, or returns errors.ErrUnsupported
-// when that has none.
 func (s *store) SharedKey(ctx context.Context, name string, value []byte) ([]byte, error) {
-	sk, ok := s.Store.(notify.SharedKeys)
-	if !ok {
-		return nil, fmt.Errorf("storecount: the store keeps no shared keys: %w", errors.ErrUnsupported)
-	}
 	s.c.add("SharedKey")
-	return sk.SharedKey(ctx, name, value)
+	return s.Store.SharedKey(ctx, name, value)
 }
 
-// IdleSessions implements notify.SessionReclaimer for every counted
-// store: it passes the call on to the inner store, or returns
-// errors.ErrUnsupported when that has none.
 func (s *store) IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) ([]string, error) {
-	sr, ok := s.Store.(notify.SessionReclaimer)
-	if !ok {
-		return nil, fmt.Errorf("storecount: the store reclaims no sessions: %w", errors.ErrUnsupported)
-	}
 	s.c.add("IdleSessions")
-	return sr.IdleSessions(ctx, principal, expiresBy, limit)
+	return s.Store.IdleSessions(ctx, principal, expiresBy, limit)
 }
 
-// PrincipalProfiles implements notify.ProfileLister for every counted
-// store: it passes the call on to the inner store, or returns
-// errors.ErrUnsupported when that has none.
 func (s *store) PrincipalProfiles(ctx context.Context, principal string, match []byte, limit int) ([]*notify.Session, error) {
-	pl, ok := s.Store.(notify.ProfileLister)
-	if !ok {
-		return nil, fmt.Errorf("storecount: the store lists no profiles: %w", errors.ErrUnsupported)
-	}
 	s.c.add("PrincipalProfiles")
-	return pl.PrincipalProfiles(ctx, principal, match, limit)
+	return s.Store.PrincipalProfiles(ctx, principal, match, limit)
 }
 
-// TopicHead implements notify.TopicHeads for every counted store: it
-// passes the call on to the inner store, or returns errors.ErrUnsupported
-// when that has none (the caller then lists the topics).
 func (s *store) TopicHead(ctx context.Context, topic string) (int64, error) {
-	th, ok := s.Store.(notify.TopicHeads)
-	if !ok {
-		return 0, fmt.Errorf("storecount: the store reads no topic heads: %w", errors.ErrUnsupported)
-	}
 	s.c.add("TopicHead")
-	return th.TopicHead(ctx, topic)
+	return s.Store.TopicHead(ctx, topic)
 }
 
 func (s *store) Close() error {
@@ -345,90 +266,57 @@ func (s *store) Changes(ctx context.Context, cursor string) ([]string, string, e
 	return s.Store.Changes(ctx, cursor)
 }
 
-// rateCounter counts notify.RateCounter requests.
-type rateCounter struct {
-	rc notify.RateCounter
-	c  *Counter
+func (s *store) CountInWindow(ctx context.Context, key string, window, n int64, expires time.Time) (int64, error) {
+	s.c.add("CountInWindow")
+	return s.Store.CountInWindow(ctx, key, window, n, expires)
 }
 
-func (r rateCounter) CountInWindow(ctx context.Context, key string, window, n int64, expires time.Time) (int64, error) {
-	r.c.add("CountInWindow")
-	return r.rc.CountInWindow(ctx, key, window, n, expires)
+func (s *store) CountSessions(ctx context.Context, principal string, limit int) (int, error) {
+	s.c.add("CountSessions")
+	return s.Store.CountSessions(ctx, principal, limit)
 }
 
-// sessionCounter counts notify.SessionCounter requests.
-type sessionCounter struct {
-	sc notify.SessionCounter
-	c  *Counter
+func (s *store) CreateTask(ctx context.Context, task *notify.Task) error {
+	s.c.add("CreateTask")
+	return s.Store.CreateTask(ctx, task)
 }
 
-func (n sessionCounter) CountSessions(ctx context.Context, principal string, limit int) (int, error) {
-	n.c.add("CountSessions")
-	return n.sc.CountSessions(ctx, principal, limit)
+func (s *store) GetTask(ctx context.Context, principal, id string) (*notify.Task, error) {
+	s.c.add("GetTask")
+	return s.Store.GetTask(ctx, principal, id)
 }
 
-// taskStore counts notify.TaskStore requests.
-type taskStore struct {
-	ts notify.TaskStore
-	c  *Counter
+func (s *store) UpdateTask(ctx context.Context, task *notify.Task) error {
+	s.c.add("UpdateTask")
+	return s.Store.UpdateTask(ctx, task)
 }
 
-func (t taskStore) CreateTask(ctx context.Context, task *notify.Task) error {
-	t.c.add("CreateTask")
-	return t.ts.CreateTask(ctx, task)
+func (s *store) CountTasks(ctx context.Context, principal string, limit int) (notify.TaskCount, error) {
+	s.c.add("CountTasks")
+	return s.Store.CountTasks(ctx, principal, limit)
 }
 
-func (t taskStore) GetTask(ctx context.Context, principal, id string) (*notify.Task, error) {
-	t.c.add("GetTask")
-	return t.ts.GetTask(ctx, principal, id)
+func (s *store) CreateWebhook(ctx context.Context, sub *notify.WebhookSubscription, max int) error {
+	s.c.add("CreateWebhook")
+	return s.Store.CreateWebhook(ctx, sub, max)
 }
 
-func (t taskStore) UpdateTask(ctx context.Context, task *notify.Task) error {
-	t.c.add("UpdateTask")
-	return t.ts.UpdateTask(ctx, task)
+func (s *store) GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error) {
+	s.c.add("GetWebhook")
+	return s.Store.GetWebhook(ctx, topic, id)
 }
 
-func (t taskStore) CountTasks(ctx context.Context, principal string, limit int) (notify.TaskCount, error) {
-	t.c.add("CountTasks")
-	return t.ts.CountTasks(ctx, principal, limit)
+func (s *store) UpdateWebhook(ctx context.Context, sub *notify.WebhookSubscription) error {
+	s.c.add("UpdateWebhook")
+	return s.Store.UpdateWebhook(ctx, sub)
 }
 
-// webhooks are the webhook subscription methods of both stores.
-type webhooks interface {
-	CreateWebhook(ctx context.Context, w *notify.WebhookSubscription, max int) error
-	GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error)
-	UpdateWebhook(ctx context.Context, w *notify.WebhookSubscription) error
-	DeleteWebhook(ctx context.Context, w *notify.WebhookSubscription) error
-	TopicWebhooks(ctx context.Context, topic, after string, limit int) ([]*notify.WebhookSubscription, string, error)
+func (s *store) DeleteWebhook(ctx context.Context, sub *notify.WebhookSubscription) error {
+	s.c.add("DeleteWebhook")
+	return s.Store.DeleteWebhook(ctx, sub)
 }
 
-// webhookStore counts webhook subscription requests.
-type webhookStore struct {
-	ws webhooks
-	c  *Counter
-}
-
-func (w webhookStore) CreateWebhook(ctx context.Context, sub *notify.WebhookSubscription, max int) error {
-	w.c.add("CreateWebhook")
-	return w.ws.CreateWebhook(ctx, sub, max)
-}
-
-func (w webhookStore) GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error) {
-	w.c.add("GetWebhook")
-	return w.ws.GetWebhook(ctx, topic, id)
-}
-
-func (w webhookStore) UpdateWebhook(ctx context.Context, sub *notify.WebhookSubscription) error {
-	w.c.add("UpdateWebhook")
-	return w.ws.UpdateWebhook(ctx, sub)
-}
-
-func (w webhookStore) DeleteWebhook(ctx context.Context, sub *notify.WebhookSubscription) error {
-	w.c.add("DeleteWebhook")
-	return w.ws.DeleteWebhook(ctx, sub)
-}
-
-func (w webhookStore) TopicWebhooks(ctx context.Context, topic, after string, limit int) ([]*notify.WebhookSubscription, string, error) {
-	w.c.add("TopicWebhooks")
-	return w.ws.TopicWebhooks(ctx, topic, after, limit)
+func (s *store) TopicWebhooks(ctx context.Context, topic, after string, limit int) ([]*notify.WebhookSubscription, string, error) {
+	s.c.add("TopicWebhooks")
+	return s.Store.TopicWebhooks(ctx, topic, after, limit)
 }

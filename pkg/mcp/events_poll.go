@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -188,25 +187,9 @@ func occurrence(name string, ev *notify.TopicEvent) *EventOccurrence {
 	}
 }
 
-// topicHead reads the head of topic: one read (notify.TopicHeads), or the
-// list of topics with a store without it.
+// topicHead reads the head of topic: one read (notify.TopicHeads).
 func (s *Server) topicHead(ctx context.Context, topic string) (int64, error) {
-	if th, ok := s.store.(notify.TopicHeads); ok {
-		n, err := th.TopicHead(ctx, topic)
-		if !errors.Is(err, errors.ErrUnsupported) {
-			return n, err
-		}
-	}
-	topics, err := s.store.Topics(ctx)
-	if err != nil {
-		return 0, err
-	}
-	for _, t := range topics {
-		if t.Name == topic {
-			return t.LastSeq, nil
-		}
-	}
-	return 0, nil
+	return s.store.TopicHead(ctx, topic)
 }
 
 // pollEvents answers events/poll.

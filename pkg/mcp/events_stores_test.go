@@ -23,7 +23,7 @@ func TestEventsPollStores(t *testing.T) {
 		t.Run(hs.name, func(t *testing.T) {
 			ctx := context.Background()
 			var urls []string
-			var st notify.Store
+			var st mcp.Store
 			for range 2 {
 				st = hs.open(t)
 				srv := mcp.NewServer(&mcp.Implementation{Name: "events", Version: "1"}, st, &mcp.ServerOptions{

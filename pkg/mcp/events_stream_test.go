@@ -291,7 +291,7 @@ func TestClientStreamEventsReconnects(t *testing.T) {
 	for _, hs := range clockedStores(t, time.Now) {
 		t.Run(hs.name, func(t *testing.T) {
 			var urls []string
-			var st notify.Store
+			var st mcp.Store
 			for range 2 {
 				st = hs.open(t)
 				srv := mcp.NewServer(&mcp.Implementation{Name: "events", Version: "1"}, st, &mcp.ServerOptions{

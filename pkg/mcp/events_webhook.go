@@ -157,8 +157,7 @@ func (s *Server) webhookStore() WebhookStore {
 	if s.opts.Webhooks == nil || s.opts.Webhooks.Sender == nil {
 		return nil
 	}
-	ws, _ := s.store.(WebhookStore)
-	return ws
+	return s.store
 }
 
 // webhookSealer seals and opens subscriptions' secrets.
@@ -535,12 +534,9 @@ func (s *Server) startPosition(ctx context.Context, e *notify.EventItem, c *even
 }
 
 // allowVerification bounds the verification handshakes a principal
-// starts: VerifyRate a minute, counted in the store when it counts rates.
+// starts: VerifyRate a minute, counted in the store.
 func (s *Server) allowVerification(ctx context.Context, o *WebhookOptions, principal string) error {
-	rc, ok := s.store.(notify.RateCounter)
-	if !ok {
-		return nil
-	}
+	rc := s.store
 	now := s.opts.Now()
 	window := now.Unix() / 60
 	n, err := rc.CountInWindow(ctx, "webhook-verify\x00"+principalTag(principal), window, 1, now.Add(2*time.Minute))

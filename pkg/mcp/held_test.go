@@ -104,7 +104,7 @@ type heldRig struct {
 }
 
 // newHeldRig starts the rig; wrap, if not nil, wraps the server's store.
-func newHeldRig(t *testing.T, hold time.Duration, wrap func(notify.Store) notify.Store) *heldRig {
+func newHeldRig(t *testing.T, hold time.Duration, wrap func(Store) Store) *heldRig {
 	path := filepath.Join(t.TempDir(), "held.db")
 	st, err := sqlitestore.New(path, nil)
 	if err != nil {
@@ -114,7 +114,7 @@ func newHeldRig(t *testing.T, hold time.Duration, wrap func(notify.Store) notify
 	if err != nil {
 		t.Fatal(err)
 	}
-	var store notify.Store = st
+	var store Store = st
 	if wrap != nil {
 		store = wrap(st)
 	}
@@ -301,7 +301,7 @@ func TestHeldLoopFullFeedRead(t *testing.T) {
 // ChangesOverflow in place of the sessions, as dynamostore does when more
 // changed than one read returns.
 type overflowOnce struct {
-	notify.Store
+	Store
 	armed atomic.Bool
 }
 
@@ -318,7 +318,7 @@ func (o *overflowOnce) Changes(ctx context.Context, cursor string) ([]string, st
 func TestHeldLoopOverflow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var feed *overflowOnce
-		r := newHeldRig(t, -1, func(st notify.Store) notify.Store { feed = &overflowOnce{Store: st}; return feed })
+		r := newHeldRig(t, -1, func(st Store) Store { feed = &overflowOnce{Store: st}; return feed })
 		a, b := r.session(), r.session()
 		ga, gb := r.get(a), r.get(b)
 		feed.armed.Store(true)
@@ -333,7 +333,7 @@ func TestHeldLoopOverflow(t *testing.T) {
 // failingFeed is a store whose change feed reads fail while failing is
 // set.
 type failingFeed struct {
-	notify.Store
+	Store
 	failing atomic.Bool
 	fails   atomic.Int64
 }
@@ -353,7 +353,7 @@ func (f *failingFeed) Changes(ctx context.Context, cursor string) ([]string, str
 func TestHeldLoopFeedFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var feed *failingFeed
-		r := newHeldRig(t, -1, func(st notify.Store) notify.Store { feed = &failingFeed{Store: st}; return feed })
+		r := newHeldRig(t, -1, func(st Store) Store { feed = &failingFeed{Store: st}; return feed })
 		id := r.session()
 		g := r.get(id)
 
@@ -386,7 +386,7 @@ func TestHeldLoopFeedFails(t *testing.T) {
 // failingSessionReads is a store whose reads of sessions and their logs
 // fail while failing is set.
 type failingSessionReads struct {
-	notify.Store
+	Store
 	failing atomic.Bool
 }
 
@@ -409,7 +409,7 @@ func (f *failingSessionReads) ReadEvents(ctx context.Context, id, stream string,
 func TestHeldLoopReadFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var reads *failingSessionReads
-		r := newHeldRig(t, -1, func(st notify.Store) notify.Store { reads = &failingSessionReads{Store: st}; return reads })
+		r := newHeldRig(t, -1, func(st Store) Store { reads = &failingSessionReads{Store: st}; return reads })
 		id := r.session()
 		g := r.get(id)
 		reads.failing.Store(true)

@@ -17,10 +17,10 @@ import (
 	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/internal/testenv"
 	"github.com/mcpush/mcpush/pkg/mcp"
-	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 )
 
 func TestMain(m *testing.M) {
@@ -35,14 +35,14 @@ func TestMain(m *testing.M) {
 // Store of its own per "process").
 type heldStore struct {
 	name string
-	open func(t *testing.T) notify.Store
+	open func(t *testing.T) storeconfig.Store
 }
 
 // heldStores are SQLite (a file) and DynamoDB (moto, one table).
 func heldStores(t *testing.T) []heldStore {
 	path := filepath.Join(t.TempDir(), "held.db")
 	return []heldStore{
-		{"sqlite", func(t *testing.T) notify.Store {
+		{"sqlite", func(t *testing.T) storeconfig.Store {
 			st, err := sqlitestore.New(path, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -50,9 +50,9 @@ func heldStores(t *testing.T) []heldStore {
 			t.Cleanup(func() { st.Close() })
 			return st
 		}},
-		{"dynamodb", func() func(t *testing.T) notify.Store {
+		{"dynamodb", func() func(t *testing.T) storeconfig.Store {
 			var table string
-			return func(t *testing.T) notify.Store {
+			return func(t *testing.T) storeconfig.Store {
 				endpoint := moto.Start(t)
 				client := moto.NewClient(context.Background(), endpoint)
 				if table == "" {
@@ -68,7 +68,7 @@ func heldStores(t *testing.T) []heldStore {
 }
 
 // heldServer serves a server on st whose GET streams are held hold.
-func heldServer(t *testing.T, st notify.Store, hold time.Duration, opts ...func(*mcp.ServerOptions)) string {
+func heldServer(t *testing.T, st mcp.Store, hold time.Duration, opts ...func(*mcp.ServerOptions)) string {
 	so := &mcp.ServerOptions{
 		DynamicRegistries: true,
 		Limits:            mcp.Limits{MaxSessionsPerPrincipal: 100_000, MaxSessionsPerHour: 100_000, MaxRequestsPerMinute: 1_000_000, MaxListensPerPrincipal: 100_000},
@@ -105,7 +105,7 @@ func heldServer(t *testing.T, st notify.Store, hold time.Duration, opts ...func(
 }
 
 // publish ingests one event on topic through st, as the SNS ingest does.
-func publish(t *testing.T, st notify.Store, topic, id string, data any) {
+func publish(t *testing.T, st mcp.Store, topic, id string, data any) {
 	t.Helper()
 	msg, _ := json.Marshal(map[string]any{"type": "event", "topic": topic, "data": data})
 	ingestRaw(t, st, id, string(msg))

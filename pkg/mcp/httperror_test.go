@@ -23,7 +23,7 @@ import (
 // throttledStore is a real store whose GetSession fails, while failing is
 // set, the way a throttled DynamoDB read does.
 type throttledStore struct {
-	notify.Store
+	mcp.Store
 	failing atomic.Bool
 }
 
@@ -207,7 +207,7 @@ func TestStoreBusy(t *testing.T) {
 // is set, with notify.ErrUnavailable, as a busy SQLite or a throttled
 // DynamoDB write does.
 type unavailableStore struct {
-	notify.Store
+	mcp.Store
 	failing atomic.Bool
 }
 

@@ -160,20 +160,12 @@ func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 // streams (lp a listenPrincipal), open or parked, whose listenInfo
 // contains match (listenInfo.field; nil: all), sorted by id, without
 // their subscriptions: one read of the store's per-principal index
-// (notify.ProfileLister; none without it). What a cancellation, an
+// (notify.ProfileLister). What a cancellation, an
 // adoption or a reclaim costs thus grows with the streams one principal
 // holds (at most MaxListensPerPrincipal), not with all; on SQLite only
 // the matching ones are decoded.
 func (s *Server) listenProfiles(ctx context.Context, lp string, match []byte, limit int) ([]*notify.Session, error) {
-	pl, ok := s.store.(notify.ProfileLister)
-	if !ok {
-		return nil, nil
-	}
-	out, err := pl.PrincipalProfiles(ctx, lp, match, limit)
-	if errors.Is(err, errors.ErrUnsupported) {
-		return nil, nil // a wrapper of a store without it
-	}
-	return out, err
+	return s.store.PrincipalProfiles(ctx, lp, match, limit)
 }
 
 // listenScan is how many of a principal's backing sessions a
@@ -361,14 +353,10 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 // MaxListensPerPrincipal listen streams (open or parked, on any process):
 // one read of the store's per-principal index of their backing sessions;
 // at the bound, the streams of processes found dead are reclaimed
-// (reclaimListens) and the count is read again. A store without the
-// index (notify.SessionCounter), or a failed read, does not refuse (the
-// failure is logged).
+// (reclaimListens) and the count is read again. A failed read does not
+// refuse (the failure is logged).
 func (s *Server) allowListen(ctx context.Context, principal string) error {
-	sc, ok := s.store.(notify.SessionCounter)
-	if !ok {
-		return nil
-	}
+	sc := s.store
 	limit := s.opts.Limits.MaxListensPerPrincipal
 	lp := listenPrincipal(principal)
 	n, err := sc.CountSessions(ctx, lp, limit)
@@ -434,16 +422,11 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner strin
 // and read position, and no process (a parked stream counts against its
 // principal's bound until adopted or expired, whichever process parked
 // it) and no request (a late cancellation of the ended request finds
-// nothing). A failure deletes the session instead, as does a store
-// without notify.ProfileLister, through which adoptListen finds it.
+// nothing). A failure deletes the session instead.
 func (l *listenStream) park(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	s := l.srv
-	if _, ok := s.store.(notify.ProfileLister); !ok {
-		l.close(ctx) // nothing could find it to adopt it
-		return
-	}
 	until := s.opts.Now().Add(listenParkFor)
 	parked := listenInfo{Parked: listenParkKey(l.principal, l.filter), After: l.after}.encode()
 	err := l.update(ctx, func(st *notify.Session) { st.ExpiresAt, st.ClientInfo = until, parked })

@@ -12,9 +12,9 @@ import (
 	"github.com/mcpush/mcpush/internal/moto"
 	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/mcp"
-	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 )
 
 // clockedStores are heldStores whose stores judge expiry by now: a fresh
@@ -23,7 +23,7 @@ func clockedStores(t *testing.T, now func() time.Time) []heldStore {
 	path := filepath.Join(t.TempDir(), "live.db")
 	var table string
 	return []heldStore{
-		{"sqlite", func(t *testing.T) notify.Store {
+		{"sqlite", func(t *testing.T) storeconfig.Store {
 			st, err := sqlitestore.New(path, &sqlitestore.Options{Now: now})
 			if err != nil {
 				t.Fatal(err)
@@ -31,7 +31,7 @@ func clockedStores(t *testing.T, now func() time.Time) []heldStore {
 			t.Cleanup(func() { st.Close() })
 			return st
 		}},
-		{"dynamodb", func(t *testing.T) notify.Store {
+		{"dynamodb", func(t *testing.T) storeconfig.Store {
 			endpoint := moto.Start(t)
 			client := moto.NewClient(context.Background(), endpoint)
 			if table == "" {
@@ -47,7 +47,7 @@ func clockedStores(t *testing.T, now func() time.Time) []heldStore {
 
 // liveServer serves a server on st with the clock now and at most limit
 // listens per principal.
-func liveServer(t *testing.T, st notify.Store, now func() time.Time, limit int) string {
+func liveServer(t *testing.T, st mcp.Store, now func() time.Time, limit int) string {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "live", Version: "1"}, st, &mcp.ServerOptions{
 		DynamicRegistries: true, Now: now,
 		Limits: mcp.Limits{MaxSessionsPerPrincipal: 100_000, MaxSessionsPerHour: 100_000, MaxRequestsPerMinute: 1_000_000, MaxListensPerPrincipal: limit},

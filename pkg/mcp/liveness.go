@@ -113,12 +113,8 @@ func listenInfoOf(st *notify.Session) listenInfo {
 // holdLiveness registers a listen stream with the process's liveness
 // record and returns the record's id; the stream calls releaseLiveness
 // when it ends. The first stream stores the record and starts the
-// heartbeat. Without a store that counts sessions (the only reader of
-// the records) it stores nothing and returns "".
+// heartbeat.
 func (s *Server) holdLiveness(ctx context.Context) (string, error) {
-	if _, ok := s.store.(notify.SessionCounter); !ok {
-		return "", nil
-	}
 	lv := &s.live
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
@@ -153,9 +149,6 @@ func (s *Server) holdLiveness(ctx context.Context) (string, error) {
 // request ends (on Lambda, before the invocation does: a sandbox frozen
 // afterwards holds no record).
 func (s *Server) releaseLiveness(ctx context.Context) {
-	if _, ok := s.store.(notify.SessionCounter); !ok {
-		return
-	}
 	lv := &s.live
 	lv.mu.Lock()
 	defer lv.mu.Unlock()

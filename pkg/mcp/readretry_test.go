@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcpush/mcpush/internal/heldclients"
+	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
@@ -18,7 +19,7 @@ import (
 // is set (a throttled or unreachable store), recording which sessions'
 // reads failed.
 type failingReads struct {
-	notify.Store
+	mcp.Store
 	mu      sync.Mutex
 	failing bool
 	failed  map[string]bool

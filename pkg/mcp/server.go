@@ -86,7 +86,7 @@ type ServerOptions struct {
 	// StateTTL is how long a requestState stays valid. Default: 10 minutes.
 	StateTTL time.Duration
 	// Tasks configure how tasks run (the tasks extension, 2026 era), when
-	// the store keeps tasks (notify.TaskStore; both stores do).
+	// the store keeps tasks (notify.TaskStore, part of Store).
 	Tasks TaskOptions
 }
 
@@ -96,7 +96,7 @@ type ServerOptions struct {
 // are the same in every process. A Server is safe for concurrent use.
 type Server struct {
 	impl  *Implementation
-	store notify.Store
+	store Store
 	opts  ServerOptions
 	log   *slog.Logger
 
@@ -167,7 +167,7 @@ type serverPrompt struct {
 }
 
 // NewServer returns a server that keeps its sessions in store.
-func NewServer(impl *Implementation, store notify.Store, opts *ServerOptions) *Server {
+func NewServer(impl *Implementation, store Store, opts *ServerOptions) *Server {
 	s := &Server{
 		impl:      impl,
 		store:     store,

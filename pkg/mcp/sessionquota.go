@@ -30,13 +30,10 @@ const sessionQuotaRetry = time.Minute
 // shared by every process. At the limit, one idle session of the
 // principal, the least recently extended, is deleted to make room
 // (reclaimSession): abandoned sessions lock nobody out, while the bound
-// still holds for sessions in use. A store without a counter, or a failed read, does
-// not refuse (the failure is logged). When it refuses it has answered.
+// still holds for sessions in use. A failed read does not refuse (the
+// failure is logged). When it refuses it has answered.
 func (h *StreamableHandler) allowSession(ctx context.Context, w http.ResponseWriter, principal string) bool {
-	sc, ok := h.srv.store.(notify.SessionCounter)
-	if !ok {
-		return true
-	}
+	sc := h.srv.store
 	limit := h.srv.opts.Limits.MaxSessionsPerPrincipal
 	n, err := sc.CountSessions(ctx, principal, limit)
 	if err != nil {
@@ -66,16 +63,11 @@ const reclaimCandidates = 3
 // flight loses its session either. Only a deletion this call made counts:
 // two requests racing for one idle session do not both get a place.
 func (h *StreamableHandler) reclaimSession(ctx context.Context, principal string) bool {
-	sr, ok := h.srv.store.(notify.SessionReclaimer)
-	if !ok {
-		return false
-	}
+	sr := h.srv.store
 	idleBy := h.srv.opts.Now().Add(h.srv.opts.SessionIdleTimeout - activityGranularity - reclaimIdle)
 	ids, err := sr.IdleSessions(ctx, principal, idleBy, reclaimCandidates)
 	if err != nil {
-		if !errors.Is(err, errors.ErrUnsupported) {
-			h.srv.log.WarnContext(ctx, "finding an idle session to reclaim", "err", err)
-		}
+		h.srv.log.WarnContext(ctx, "finding an idle session to reclaim", "err", err)
 		return false
 	}
 	for _, id := range ids {

@@ -30,7 +30,7 @@ const v2026 = mcp.ProtocolVersion2026
 // Server, store handle and HTTP server on a shared SQLite file.
 type statelessProc struct {
 	url   string
-	store notify.Store
+	store mcp.Store
 	h     *mcp.StreamableHandler
 }
 
@@ -444,7 +444,7 @@ func TestListenAcrossProcesses(t *testing.T) {
 // deadlineServer serves MCP on the store at dbPath with every request under
 // a deadline 1.5 s after it arrives (a Lambda invocation's) and a
 // StreamMargin of 1 s. It returns the URL and the store.
-func deadlineServer(t *testing.T, dbPath string) (string, notify.Store) {
+func deadlineServer(t *testing.T, dbPath string) (string, mcp.Store) {
 	t.Helper()
 	store, err := sqlitestore.New(dbPath, nil)
 	if err != nil {

@@ -131,7 +131,7 @@ func NewStreamableHandler(srv *Server, opts *StreamableOptions) *StreamableHandl
 	if h.opts.SSEAfter <= 0 {
 		h.opts.SSEAfter = time.Second
 	}
-	h.rate.counter, _ = srv.store.(notify.RateCounter)
+	h.rate.counter = srv.store
 	h.rate.now, h.rate.log = srv.opts.Now, srv.log
 	return h
 }

@@ -195,10 +195,7 @@ type workerShare struct {
 }
 
 func newTaskEngine(s *Server) *taskEngine {
-	ts, ok := s.store.(notify.TaskStore)
-	if !ok {
-		return nil
-	}
+	var ts notify.TaskStore = s.store
 	o := s.opts.Tasks
 	if o.Workers <= 0 {
 		o.Workers = 32

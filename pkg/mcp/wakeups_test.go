@@ -14,7 +14,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/mcpush/mcpush/pkg/mcp"
-	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 )
 
@@ -170,7 +169,7 @@ func TestHeldStreamWakeups(t *testing.T) {
 }
 
 // ingestRaw ingests one SNS message through st, as the SNS ingest does.
-func ingestRaw(t *testing.T, st notify.Store, id, msg string) {
+func ingestRaw(t *testing.T, st mcp.Store, id, msg string) {
 	t.Helper()
 	sum, err := ingest.New(st, nil).Handle(context.Background(), events.SNSEvent{Records: []events.SNSEventRecord{{
 		EventVersion: "1.0", EventSource: "aws:sns",

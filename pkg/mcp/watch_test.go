@@ -78,7 +78,7 @@ func TestWatcherReadsFullPagesAtOnce(t *testing.T) {
 // armed, as dynamostore does when more sessions changed than one read
 // returns.
 type overflowFeed struct {
-	notify.Store
+	Store
 	armed atomic.Bool
 }
 

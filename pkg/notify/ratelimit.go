@@ -8,8 +8,8 @@ import (
 
 // RateCounter counts events in fixed time windows, shared by every
 // process of a deployment: the store-backed half of a rate limit. Both
-// stores implement it; it is not part of Store so that wrappers of a
-// Store need not. Safe for concurrent use by many processes.
+// stores implement it; it is a capability beside Store, which its
+// consumers require in their own interfaces (mcp.Store). Safe for concurrent use by many processes.
 type RateCounter interface {
 	// CountInWindow adds n (at least 1) to the counter of (key, window)
 	// and returns its new value, in one write. The counter may be

@@ -10,8 +10,8 @@ import (
 // process of a deployment: what bounds the sessions one principal holds.
 // Both stores implement it, keeping a per-principal index of sessions
 // that CreateSession writes and DeleteSession removes in the same atomic
-// step as the session; it is not part of Store so that wrappers of a
-// Store need not. Safe for concurrent use by many processes.
+// step as the session; it is a capability beside Store, which its
+// consumers require in their own interfaces (mcp.Store). Safe for concurrent use by many processes.
 type SessionCounter interface {
 	// CountSessions returns the number of live (not deleted, not expired)
 	// sessions whose Principal is principal ("" is the anonymous
@@ -64,9 +64,9 @@ type SessionReclaimer interface {
 // for a server that must look at each of them: a listen stream's
 // cancellation or adoption looks for the backing session that records a
 // request id or a parked filter, and a reclaim for those whose serving
-// process is gone (ClientInfo). Both stores implement it; it is an
-// interface of its own so that a wrapper of a Store need not. Safe for
-// concurrent use by many processes.
+// process is gone (ClientInfo). Both stores implement it; it is a
+// capability beside Store that mcp.Store requires. Safe for concurrent
+// use by many processes.
 type ProfileLister interface {
 	// PrincipalProfiles returns up to limit live sessions of principal
 	// (those CountSessions counts) whose ClientInfo contains match, or

@@ -8,8 +8,8 @@ import (
 // SharedKeys keeps small secrets that every process sharing a store must
 // agree on, such as the key that signs 2026-era requestState, with no
 // configuration: the first process to ask stores one, the others read
-// it. Both stores implement it; it is not part of Store so that wrappers
-// of a Store need not. Anyone who can read the store can read the
+// it. Both stores implement it; it is a capability beside Store
+// that mcp.Store requires. Anyone who can read the store can read the
 // values. Safe for concurrent use by many processes.
 type SharedKeys interface {
 	// SharedKey returns the value stored under name. When there is none

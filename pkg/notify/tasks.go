@@ -78,8 +78,8 @@ func (t *Task) LiveUntil() time.Time {
 }
 
 // TaskStore keeps task records, shared by every process of a deployment.
-// Both stores implement it; it is not part of Store so that wrappers of a
-// Store need not. Safe for concurrent use by many processes.
+// Both stores implement it; it is a capability beside Store that
+// mcp.Store requires. Safe for concurrent use by many processes.
 //
 // The record of a task, encoded, is at most MaxItemBytes (ErrTooLarge);
 // an empty principal is allowed, an empty id is ErrInvalid.

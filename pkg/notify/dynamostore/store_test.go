@@ -11,7 +11,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/mcpush/mcpush/internal/moto"
-	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
 	"github.com/mcpush/mcpush/pkg/notify/storetest"
 )
@@ -51,11 +50,11 @@ func client(ep string) *dynamodb.Client {
 
 // open is the suite's Opener: dsn is a table name, created if missing, on
 // the endpoint in envEndpoint.
-func open(dsn string) (notify.Store, error) {
+func open(dsn string) (storetest.Store, error) {
 	return openWith(dsn, func(api dynamostore.API) dynamostore.API { return strictAPI{api} })
 }
 
-func openWith(table string, wrap func(dynamostore.API) dynamostore.API) (notify.Store, error) {
+func openWith(table string, wrap func(dynamostore.API) dynamostore.API) (storetest.Store, error) {
 	ep := os.Getenv(envEndpoint)
 	if ep == "" {
 		return nil, fmt.Errorf("%s is not set", envEndpoint)

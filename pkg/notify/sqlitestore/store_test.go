@@ -17,7 +17,7 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify/storetest"
 )
 
-func open(dsn string) (notify.Store, error) { return New(dsn, nil) }
+func open(dsn string) (storetest.Store, error) { return New(dsn, nil) }
 
 func TestMain(m *testing.M) {
 	storetest.RunChild(open)

@@ -5,10 +5,8 @@ package storeconfig
 import (
 	"context"
 	"errors"
-
-	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-func openSQLite(_ context.Context, path string) (notify.Store, error) {
+func openSQLite(_ context.Context, path string) (Store, error) {
 	return nil, errors.New("this build has no SQLite store (built with the nosqlite tag, as the Lambda binaries are): use MCPUSH_STORE=dynamodb:TABLE")
 }

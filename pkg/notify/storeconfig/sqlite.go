@@ -6,11 +6,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
 
-func openSQLite(ctx context.Context, path string) (notify.Store, error) {
+var _ Store = (*sqlitestore.Store)(nil)
+
+func openSQLite(ctx context.Context, path string) (Store, error) {
 	st, err := sqlitestore.New(path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("opening SQLite store %s: %w", path, err)

@@ -2,10 +2,6 @@
 // value of MCPUSH_STORE: "sqlite:PATH" or "dynamodb:TABLE". Both mains
 // use it, so the server and the SNS ingest agree on what a spec means.
 //
-// With Options.StatsDir (MCPUSH_STORE_STATS in the mains, a diagnostic)
-// the store's requests are counted and written to a stats file in that
-// directory, one file per process (package internal/storecount).
-//
 // Open checks the store before it returns, so that a process with a wrong
 // store set-up fails at start-up, within seconds, with an error that says
 // what to fix, rather than at its first request: a DynamoDB table must
@@ -24,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,7 +31,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
 )
@@ -53,16 +47,6 @@ type Options struct {
 	// one is built from the standard AWS configuration (environment,
 	// shared files, instance role), which honours AWS_ENDPOINT_URL_DYNAMODB.
 	DynamoDB dynamostore.API
-	// StatsDir, when set, counts the store's requests by operation and
-	// writes them to a new stats file in this directory, every half
-	// second and when the store is closed (storecount.Record): a
-	// diagnostic for load tests, which add up the files of their
-	// processes.
-	StatsDir string
-	// StatsName names the process in its stats file; default "store".
-	StatsName string
-	// Logger reports the stats writes that fail; default none.
-	Logger *slog.Logger
 	// CheckTimeout bounds the start-up check of a DynamoDB table
 	// (DescribeTable, with the SDK's retries). Default
 	// DefaultCheckTimeout.
@@ -107,8 +91,31 @@ func Describe(spec string) string {
 	return spec
 }
 
+// Store is what both stores (sqlitestore.Store, dynamostore.Store)
+// implement, and so what Open returns: the notify.Store contract with
+// every capability beside it. Its consumers take the part they need
+// through interfaces of their own (mcp.Store, ingest.Store).
+type Store interface {
+	notify.Store
+	notify.TaskStore
+	notify.RateCounter
+	notify.SessionCounter
+	notify.SessionReclaimer
+	notify.ProfileLister
+	notify.SharedKeys
+	notify.TopicHeads
+	// The webhook subscriptions (notify.WebhookSubscription).
+	CreateWebhook(ctx context.Context, w *notify.WebhookSubscription, max int) error
+	GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error)
+	UpdateWebhook(ctx context.Context, w *notify.WebhookSubscription) error
+	DeleteWebhook(ctx context.Context, w *notify.WebhookSubscription) error
+	TopicWebhooks(ctx context.Context, topic, after string, limit int) ([]*notify.WebhookSubscription, string, error)
+}
+
+var _ Store = (*dynamostore.Store)(nil)
+
 // Open opens the store named by spec.
-func Open(ctx context.Context, spec string, opts *Options) (notify.Store, error) {
+func Open(ctx context.Context, spec string, opts *Options) (Store, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -116,30 +123,16 @@ func Open(ctx context.Context, spec string, opts *Options) (notify.Store, error)
 	if !ok || arg == "" {
 		return nil, fmt.Errorf("store spec %q: want sqlite:PATH or dynamodb:TABLE", spec)
 	}
-	var (
-		st  notify.Store
-		err error
-	)
 	switch kind {
 	case "sqlite":
-		st, err = openSQLite(ctx, arg)
+		return openSQLite(ctx, arg)
 	case "dynamodb":
-		st, err = openDynamo(ctx, arg, opts)
-	default:
-		return nil, fmt.Errorf("store spec %q: unknown kind %q (want sqlite or dynamodb)", spec, kind)
+		return openDynamo(ctx, arg, opts)
 	}
-	if err != nil || opts.StatsDir == "" {
-		return st, err
-	}
-	counted, _, err := storecount.Record(st, opts.StatsDir, &storecount.RecordOptions{Name: opts.StatsName, Logger: opts.Logger})
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	return counted, nil
+	return nil, fmt.Errorf("store spec %q: unknown kind %q (want sqlite or dynamodb)", spec, kind)
 }
 
-func openDynamo(ctx context.Context, table string, opts *Options) (notify.Store, error) {
+func openDynamo(ctx context.Context, table string, opts *Options) (Store, error) {
 	api := opts.DynamoDB
 	if api == nil {
 		cfg, err := config.LoadDefaultConfig(ctx)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mcpush/mcpush/internal/moto"
-	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/internal/testenv"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
@@ -53,33 +52,6 @@ func TestOpen(t *testing.T) {
 			t.Errorf("%s: ReadTopicEvents = %+v, %v", spec, evs, err)
 		}
 		st.Close()
-	}
-}
-
-// TestOpenStats: with StatsDir the store is counted into a stats file,
-// written last when it is closed, and keeps the optional interfaces the
-// server looks for.
-func TestOpenStats(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := storeconfig.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"), &storeconfig.Options{StatsDir: dir, StatsName: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rate := st.(notify.RateCounter)
-	_, sessions := st.(notify.SessionCounter)
-	if !rate || !sessions {
-		t.Errorf("counted store: RateCounter %v, SessionCounter %v; want both", rate, sessions)
-	}
-	if _, _, err := st.AppendTopicEvent(ctx, "t", "m-1", time.Now(), []byte(`{"n":1}`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	all, err := storecount.ReadStats(dir)
-	if err != nil || len(all) != 1 || all[0].Process != "test" || all[0].Ops.String() != "AppendTopicEvent=1" || all[0].Writes != 1 {
-		t.Errorf("stats = %+v, %v; want one file of process test with AppendTopicEvent=1", all, err)
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 // expiry was extended still does, expired index entries do not hide live
 // ones at the limit, and bad arguments are refused.
 func testSessionCount(t *testing.T, s *suite) {
-	st, sc, other := storesAs[notify.SessionCounter](t, s)
+	st, sc, other := storesAs(t, s)
 	ctx := t.Context()
 	check := func(c notify.SessionCounter, principal string, limit, want int) {
 		t.Helper()
@@ -104,7 +104,7 @@ func testSessionCount(t *testing.T, s *suite) {
 // the limit; from any Store on the same
 // database; bad arguments are refused.
 func testIdleSessions(t *testing.T, s *suite) {
-	st, sr, other := storesAs[notify.SessionReclaimer](t, s)
+	st, sr, other := storesAs(t, s)
 	ctx := t.Context()
 	base := now()
 	as := func(p string, expiresIn time.Duration) func(*notify.Session) {
@@ -164,7 +164,7 @@ func testIdleSessions(t *testing.T, s *suite) {
 // extended one past its first expiry still; each profile as GetSession
 // reads it; bad arguments are refused.
 func testPrincipalProfiles(t *testing.T, s *suite) {
-	st, pl, other := storesAs[notify.ProfileLister](t, s)
+	st, pl, other := storesAs(t, s)
 	ctx := t.Context()
 	checkMatch := func(pl notify.ProfileLister, principal string, match []byte, limit int, want ...string) {
 		t.Helper()

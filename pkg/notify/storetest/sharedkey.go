@@ -25,11 +25,7 @@ func testSharedKey(t *testing.T, s *suite) {
 	)
 	for i := range 8 {
 		wg.Go(func() {
-			sk, ok := []notify.Store{st, other}[i%2].(notify.SharedKeys)
-			if !ok {
-				t.Errorf("%T does not implement notify.SharedKeys", st)
-				return
-			}
+			sk := []Store{st, other}[i%2]
 			v, err := sk.SharedKey(ctx, "requestState", fmt.Appendf(nil, "value-%d", i))
 			if err != nil {
 				t.Errorf("SharedKey: %v", err)
@@ -51,7 +47,7 @@ func testSharedKey(t *testing.T, s *suite) {
 	if !strings.HasPrefix(won, "value-") {
 		t.Errorf("SharedKey = %q, want one of the offered values", won)
 	}
-	sk := st.(notify.SharedKeys)
+	sk := st
 	if v, err := sk.SharedKey(ctx, "requestState", []byte("late")); err != nil || string(v) != won {
 		t.Errorf("a later SharedKey = %q, %v; want %q", v, err, won)
 	}

@@ -33,9 +33,25 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
+// Store is what the suite checks: the notify.Store contract and every
+// capability beside it, which mcpush's consumers of a store require
+// (mcp.Store, ingest.Store) and both stores implement (the same set as
+// storeconfig.Store).
+type Store interface {
+	notify.Store
+	notify.TaskStore
+	notify.RateCounter
+	notify.SessionCounter
+	notify.SessionReclaimer
+	notify.ProfileLister
+	notify.SharedKeys
+	notify.TopicHeads
+	WebhookStore
+}
+
 // Opener opens a Store on the backing database named by dsn (e.g. a file
 // path or a table name).
-type Opener func(dsn string) (notify.Store, error)
+type Opener func(dsn string) (Store, error)
 
 // Run runs the contract suite. newDSN returns a fresh, empty backing
 // database for one subtest.
@@ -104,21 +120,21 @@ type suite struct {
 }
 
 // store opens a Store on a fresh backing database.
-func (s *suite) store(t *testing.T) notify.Store {
+func (s *suite) store(t *testing.T) Store {
 	t.Helper()
 	st, _ := s.storeDSN(t)
 	return st
 }
 
 // storeDSN opens a Store on a fresh backing database and returns its dsn.
-func (s *suite) storeDSN(t *testing.T) (notify.Store, string) {
+func (s *suite) storeDSN(t *testing.T) (Store, string) {
 	t.Helper()
 	dsn := s.newDSN(t)
 	return s.reopen(t, dsn), dsn
 }
 
 // reopen opens another Store on dsn, closed when t ends.
-func (s *suite) reopen(t *testing.T, dsn string) notify.Store {
+func (s *suite) reopen(t *testing.T, dsn string) Store {
 	t.Helper()
 	st, err := s.open(dsn)
 	if err != nil {
@@ -335,19 +351,10 @@ func compactItems(items map[string]json.RawMessage) map[string]string {
 	return out
 }
 
-// storesAs returns a Store of the suite, that Store as T (an optional
-// interface of the store under test), and another Store on the same
-// database as T.
-func storesAs[T any](t *testing.T, s *suite) (notify.Store, T, T) {
+// storesAs returns a Store of the suite twice (as the caller names its
+// roles) and another Store on the same database.
+func storesAs(t *testing.T, s *suite) (Store, Store, Store) {
 	t.Helper()
 	st, dsn := s.storeDSN(t)
-	a, ok := st.(T)
-	if !ok {
-		t.Fatalf("%T does not implement %T", st, (*T)(nil))
-	}
-	b, ok := s.reopen(t, dsn).(T)
-	if !ok {
-		t.Fatalf("a reopened %T does not implement %T", st, (*T)(nil))
-	}
-	return st, a, b
+	return st, st, s.reopen(t, dsn)
 }

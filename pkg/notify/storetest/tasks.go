@@ -18,7 +18,7 @@ import (
 // principal up to the limit, gone when it
 // expires (and its id reusable then), and bad arguments are refused.
 func testTasks(t *testing.T, s *suite) {
-	_, ts, other := storesAs[notify.TaskStore](t, s)
+	_, ts, other := storesAs(t, s)
 	ctx := t.Context()
 	now := time.Now().Truncate(time.Millisecond).UTC()
 	task := func(principal, id string, ttl time.Duration) *notify.Task {

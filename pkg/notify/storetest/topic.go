@@ -94,7 +94,7 @@ func testTopicEvents(t *testing.T, s *suite) {
 // a topic without events, on any Store of the database; an empty topic
 // is invalid.
 func testTopicHead(t *testing.T, s *suite) {
-	st, a, b := storesAs[notify.TopicHeads](t, s)
+	st, a, b := storesAs(t, s)
 	ctx := t.Context()
 	if n, err := a.TopicHead(ctx, "none"); err != nil || n != 0 {
 		t.Errorf("TopicHead(no events) = %d, %v; want 0, nil", n, err)

@@ -32,7 +32,7 @@ type WebhookStore interface {
 // (and its id reusable then); deleted ones are gone; bad arguments are
 // refused and change nothing.
 func testWebhooks(t *testing.T, s *suite) {
-	_, ws, other := storesAs[WebhookStore](t, s)
+	_, ws, other := storesAs(t, s)
 	ctx := t.Context()
 	now := time.Now().Truncate(time.Millisecond).UTC()
 	sub := func(principal, topic, id string, ttl time.Duration) *notify.WebhookSubscription {
