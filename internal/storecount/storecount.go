@@ -261,7 +261,7 @@ func (s *store) RegistryHashes(ctx context.Context) (map[string]string, error) {
 	return s.Store.RegistryHashes(ctx)
 }
 
-func (s *store) Changes(ctx context.Context, cursor string) ([]string, string, error) {
+func (s *store) Changes(ctx context.Context, cursor string) (notify.ChangeSet, string, error) {
 	s.c.add("Changes")
 	return s.Store.Changes(ctx, cursor)
 }

@@ -112,7 +112,11 @@ func TestEventsWaitTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close(ctx)
-	res, task, err := cs.StartTool(ctx, "events_wait", map[string]any{"topic": "orders", "timeoutSeconds": 10}, nil)
+	// after 0: the topic is empty, so this is "the next event"; without it
+	// the event appended below may land before the task's worker reads
+	// the topic's head, and the task would wait for another (3 of 15 runs
+	// timed out so).
+	res, task, err := cs.StartTool(ctx, "events_wait", map[string]any{"topic": "orders", "after": 0, "timeoutSeconds": 10}, nil)
 	if err != nil || task == nil {
 		t.Fatalf("events_wait: result %v, task %v, %v; want a task", res, task, err)
 	}

@@ -298,19 +298,19 @@ func TestHeldLoopFullFeedRead(t *testing.T) {
 }
 
 // overflowOnce is a store whose next change feed read reports
-// ChangesOverflow in place of the sessions, as dynamostore does when more
+// an overflow in place of the sessions, as dynamostore does when more
 // changed than one read returns.
 type overflowOnce struct {
 	Store
 	armed atomic.Bool
 }
 
-func (o *overflowOnce) Changes(ctx context.Context, cursor string) ([]string, string, error) {
-	ids, next, err := o.Store.Changes(ctx, cursor)
-	if err == nil && cursor != "" && len(ids) > 0 && o.armed.CompareAndSwap(true, false) {
-		ids = []string{notify.ChangesOverflow}
+func (o *overflowOnce) Changes(ctx context.Context, cursor string) (notify.ChangeSet, string, error) {
+	ch, next, err := o.Store.Changes(ctx, cursor)
+	if err == nil && cursor != "" && len(ch.Sessions) > 0 && o.armed.CompareAndSwap(true, false) {
+		ch = notify.ChangeSet{Overflow: true}
 	}
-	return ids, next, err
+	return ch, next, err
 }
 
 // TestHeldLoopOverflow: a feed read that overflows (names no session)
@@ -338,10 +338,10 @@ type failingFeed struct {
 	fails   atomic.Int64
 }
 
-func (f *failingFeed) Changes(ctx context.Context, cursor string) ([]string, string, error) {
+func (f *failingFeed) Changes(ctx context.Context, cursor string) (notify.ChangeSet, string, error) {
 	if f.failing.Load() && cursor != "" {
 		f.fails.Add(1)
-		return nil, "", errors.New("the feed is unavailable")
+		return notify.ChangeSet{}, "", errors.New("the feed is unavailable")
 	}
 	return f.Store.Changes(ctx, cursor)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 // last message, or held without StreamHold), else once per
 // idleWatchInterval, whatever the number of streams, and wakes the streams of the sessions
 // it names; a change of the dynamic registries (the feed names it:
-// notify.RegistryChanged) wakes every stream. A woken stream reads its
+// ChangeSet.Registries) wakes every stream. A woken stream reads its
 // session and log as a poll did. An idle stream thus costs no store read
 // of its own but one check per idleCheck (its session's expiry and
 // existence), and N idle streams cost about 1/PollInterval (all idle:
@@ -189,9 +188,9 @@ func (w *watcher) loop(hashes map[string]string) {
 
 		all := false
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ids, next, err := s.store.Changes(rctx, cursor)
+		changes, next, err := s.store.Changes(rctx, cursor)
 		if s.opts.DynamicRegistries {
-			// A registry change is in the feed (notify.RegistryChanged):
+			// A registry change is in the feed (Registries):
 			// read the hashes then. Otherwise this process's cached
 			// hashes, renewed in the background once per
 			// registryFallbackAge (no read of their own): what a change
@@ -199,7 +198,7 @@ func (w *watcher) loop(hashes map[string]string) {
 			// that failed) waits for.
 			var h map[string]string
 			var herr error
-			if err == nil && slices.Contains(ids, notify.RegistryChanged) {
+			if err == nil && changes.Registries {
 				h, herr = s.readRegistryHashes(rctx)
 			} else {
 				h, herr = s.registryHashesAged(ctx, false, max(s.opts.RegistryRefresh, registryFallbackAge))
@@ -230,7 +229,7 @@ func (w *watcher) loop(hashes map[string]string) {
 		default:
 			w.cursor, w.lastRead = next, now
 		}
-		if slices.Contains(ids, notify.ChangesOverflow) {
+		if changes.Overflow {
 			all = true // more changed than one read reports
 		}
 		if all {
@@ -240,14 +239,14 @@ func (w *watcher) loop(hashes map[string]string) {
 				}
 			}
 		} else {
-			for _, id := range ids {
+			for _, id := range changes.Sessions {
 				for c := range w.waiters[id] {
 					notifyChan(c)
 				}
 			}
 		}
 		w.mu.Unlock()
-		if err == nil && len(ids) >= notify.MaxChangesRead {
+		if err == nil && changes.Full {
 			// A full read: the rest of a large fan-out follows at once,
 			// not one read per interval (100,000 sessions would take
 			// 10 s at MaxChangesRead per PollInterval).
@@ -258,7 +257,7 @@ func (w *watcher) loop(hashes map[string]string) {
 
 // registryFallbackAge is how old the watcher lets this process's registry
 // hashes grow when the change feed names no registry change: the feed
-// names every change an ApplyRegistry makes (notify.RegistryChanged), so
+// names every change an ApplyRegistry makes (ChangeSet.Registries), so
 // this only bounds the delay of one it does not (written by an ingest
 // older than the feed's registry entries).
 const registryFallbackAge = idleRegistryAge

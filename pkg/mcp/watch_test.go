@@ -74,7 +74,7 @@ func TestWatcherReadsFullPagesAtOnce(t *testing.T) {
 	}
 }
 
-// overflowFeed is a store whose change feed reports ChangesOverflow once
+// overflowFeed is a store whose change feed reports an overflow once
 // armed, as dynamostore does when more sessions changed than one read
 // returns.
 type overflowFeed struct {
@@ -82,15 +82,15 @@ type overflowFeed struct {
 	armed atomic.Bool
 }
 
-func (o *overflowFeed) Changes(ctx context.Context, cursor string) ([]string, string, error) {
-	ids, next, err := o.Store.Changes(ctx, cursor)
+func (o *overflowFeed) Changes(ctx context.Context, cursor string) (notify.ChangeSet, string, error) {
+	ch, next, err := o.Store.Changes(ctx, cursor)
 	if err == nil && cursor != "" && o.armed.CompareAndSwap(true, false) {
-		ids = []string{notify.ChangesOverflow}
+		ch = notify.ChangeSet{Overflow: true}
 	}
-	return ids, next, err
+	return ch, next, err
 }
 
-// TestWatcherOverflowWakesAll: a feed read that reports ChangesOverflow
+// TestWatcherOverflowWakesAll: a feed read that reports an overflow
 // wakes every stream the watcher serves (none of their sessions named).
 func TestWatcherOverflowWakesAll(t *testing.T) {
 	st, err := sqlitestore.New(filepath.Join(t.TempDir(), "overflow.db"), nil)

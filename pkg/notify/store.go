@@ -221,8 +221,8 @@ type Store interface {
 
 	// Changes reads the change feed: the ids of the sessions whose
 	// SessionStream log grew (Append, AppendEach) or that were deleted
-	// after cursor, and RegistryChanged after an ApplyRegistry that
-	// applied, and the cursor to pass next time. An empty cursor
+	// after cursor (ChangeSet.Sessions), whether an ApplyRegistry applied
+	// a change (Registries), and the cursor to pass next time. An empty cursor
 	// starts at the feed's end: no ids, and the cursor from which later
 	// changes are reported. One read, whatever the number of sessions
 	// that stream: a process watches its streams with one reader (see
@@ -231,10 +231,10 @@ type Store interface {
 	// change is reported after it is visible to GetSession and
 	// ReadEvents. The feed keeps a change ChangeFeedTTL: a reader that
 	// has not read for longer may have missed some, and must look at its
-	// sessions itself. At most MaxChangesRead ids per call: the rest
-	// are reported by the next call, or the call reports
-	// ChangesOverflow instead of ids.
-	Changes(ctx context.Context, cursor string) (sessions []string, next string, err error)
+	// sessions itself. At most MaxChangesRead ids per call (Full when
+	// it read that many): the rest are reported by the next call, or
+	// the call reports Overflow instead of ids.
+	Changes(ctx context.Context, cursor string) (changes ChangeSet, next string, err error)
 
 	// Close releases the store's resources.
 	Close() error

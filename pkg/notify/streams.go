@@ -17,18 +17,56 @@ const SessionStream = "g"
 // has every stream read its own log instead.
 const ChangeFeedTTL = time.Minute
 
-// RegistryChanged is the id the change feed (Store.Changes) reports after
-// an ApplyRegistry that applied a change (written in its transaction): a
-// watcher reads the registry hashes then, rather than on a timer. It is
-// no session's id.
+// RegistryChanged is the id a store writes into its change feed in the
+// transaction of an ApplyRegistry that applied a change; Changes reports
+// it as ChangeSet.Registries. It is no session's id.
 const RegistryChanged = "*registries"
+
+// ChangeSet is what one Store.Changes call reports.
+type ChangeSet struct {
+	// Sessions are the sessions whose log or profile changed.
+	Sessions []string
+	// Registries reports an ApplyRegistry that applied a change: a
+	// watcher reads the registry hashes then.
+	Registries bool
+	// Overflow reports that more sessions changed than one call returns
+	// and the store cannot page through them (dynamostore): the reader
+	// takes every session it watches as changed. Sessions is empty then.
+	Overflow bool
+	// Full reports a read of MaxChangesRead ids: more may follow at
+	// once, so the reader reads again without waiting.
+	Full bool
+}
+
+// ChangesOf sorts the ids a store's change feed holds into a ChangeSet:
+// the reserved ids RegistryChanged and ChangesOverflow, which the stores
+// write into their feeds, become Registries and Overflow. For the
+// stores' Changes.
+func ChangesOf(ids []string) ChangeSet {
+	c := ChangeSet{Full: len(ids) >= MaxChangesRead}
+	for _, id := range ids {
+		switch id {
+		case RegistryChanged:
+			c.Registries = true
+		case ChangesOverflow:
+			c.Overflow = true
+		default:
+			c.Sessions = append(c.Sessions, id)
+		}
+	}
+	if c.Overflow {
+		c.Sessions = nil
+	}
+	return c
+}
 
 // MaxChangesRead bounds the ids one Changes call returns; a reader that
 // gets that many reads again at once.
 const MaxChangesRead = 1000
 
-// ChangesOverflow is what Changes reports, in place of the sessions' ids,
-// when more sessions changed since the cursor than one call returns and
-// the store cannot page through them (dynamostore): the reader must take
-// every session it watches as changed. Nothing is dropped either way.
+// ChangesOverflow is the id a store's feed read yields, in place of the
+// sessions' ids, when more sessions changed since the cursor than one
+// call returns and the store cannot page through them (dynamostore);
+// Changes reports it as ChangeSet.Overflow. Nothing is dropped either
+// way.
 const ChangesOverflow = "*overflow"

@@ -216,19 +216,20 @@ func (l *leadEstimate) observe(took time.Duration) {
 
 // Changes implements notify.Store: one Query per shard of each partition
 // the window spans (usually one partition).
-func (s *Store) Changes(ctx context.Context, cursor string) (ids []string, next string, err error) {
+func (s *Store) Changes(ctx context.Context, cursor string) (_ notify.ChangeSet, next string, err error) {
 	defer wrap(&err, "dynamostore: Changes(%q)", clip(cursor))
 	start := toNanos(s.now())
 	if cursor == "" {
 		// From the end: what the overlap holds now is old news.
 		_, next, err := s.changes(ctx, start, start, nil)
-		return nil, next, err
+		return notify.ChangeSet{}, next, err
 	}
 	from, seen, err := parseChangeCursor(cursor)
 	if err != nil {
-		return nil, "", err
+		return notify.ChangeSet{}, "", err
 	}
-	return s.changes(ctx, start, from, seen)
+	ids, next, err := s.changes(ctx, start, from, seen)
+	return notify.ChangesOf(ids), next, err
 }
 
 // feedRead is what a read of the feed gathered from one shard, or from

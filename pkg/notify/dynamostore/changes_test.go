@@ -56,11 +56,11 @@ func TestChangesAcrossShards(t *testing.T) {
 		}
 	}
 	rc.Reset()
-	got, _, err := reader.Changes(ctx, cursor)
+	ch, _, err := reader.Changes(ctx, cursor)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got, ids) {
+	if got := ch.Sessions; !slices.Equal(got, ids) {
 		t.Errorf("a reader with 8 shards got %q, want %q", got, ids)
 	}
 	// One Query per shard, of one partition or of two when the window
@@ -68,10 +68,11 @@ func TestChangesAcrossShards(t *testing.T) {
 	if q := rc.Counts()[dynamostore.OpQuery]; q != 8 && q != 16 {
 		t.Errorf("a read of the feed made %d Queries (%v), want 8 (one per shard; 16 across a partition boundary)", q, rc.Counts())
 	}
-	partial, _, err := narrow.Changes(ctx, narrowCursor)
+	narrowCh, _, err := narrow.Changes(ctx, narrowCursor)
 	if err != nil {
 		t.Fatal(err)
 	}
+	partial := narrowCh.Sessions
 	if len(partial) == 0 || len(partial) >= len(ids) {
 		t.Errorf("a reader with 1 shard got %d of the %d changes; want those of shard 0 only (some, not all)", len(partial), len(ids))
 	}
@@ -105,18 +106,19 @@ func TestChangesCursorsOfBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, cursor := range []string{old, old + "|", old + "|abcdefabcdef,012345012345"} {
-		got, next, err := st.Changes(ctx, cursor)
+		ch, next, err := st.Changes(ctx, cursor)
+		got := ch.Sessions
 		if err != nil || !slices.Equal(got, []string{"old-writer-session"}) || next == "" {
 			t.Errorf("Changes(%q) = %q, %q, %v; want the old writer's session and a cursor", cursor, got, next, err)
 		}
 		// Its token is in the next cursor: not reported again.
-		if again, _, err := st.Changes(ctx, next); err != nil || len(again) != 0 {
-			t.Errorf("Changes(%q) after it = %q, %v; want nothing new", next, again, err)
+		if again, _, err := st.Changes(ctx, next); err != nil || len(again.Sessions) != 0 {
+			t.Errorf("Changes(%q) after it = %+v, %v; want nothing new", next, again, err)
 		}
 	}
 	for _, cursor := range []string{"x", "-5", "1.5|a", "|abc", "2:123|a"} {
 		if got, next, err := st.Changes(ctx, cursor); !errors.Is(err, notify.ErrInvalid) {
-			t.Errorf("Changes(%q) = %q, %q, %v; want ErrInvalid", cursor, got, next, err)
+			t.Errorf("Changes(%q) = %+v, %q, %v; want ErrInvalid", cursor, got, next, err)
 		}
 	}
 }

@@ -54,11 +54,11 @@ func TestLateChangeIsReported(t *testing.T) {
 	}
 	var got []string
 	read := func() {
-		ids, next, err := reader.Changes(ctx, cursor)
+		ch, next, err := reader.Changes(ctx, cursor)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, cursor = append(got, ids...), next
+		got, cursor = append(got, ch.Sessions...), next
 	}
 	slow.delay.Store(int64(1500 * time.Millisecond))
 	done := make(chan error, 1)
@@ -152,7 +152,7 @@ func TestSlowTransactionsReRecordOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, id := range changed {
+		for _, id := range changed.Sessions {
 			got[id] = true
 		}
 		cursor = next

@@ -13,8 +13,8 @@ import (
 // whose SessionStream log grew (Append, AppendEach) or that were deleted,
 // and not those of other streams' appends; a second Store on the same
 // backing database reads what the first wrote; a cursor read to the end
-// reports nothing more; an ApplyRegistry that applies is reported as
-// notify.RegistryChanged, and its redelivery (same message id) is not.
+// reports nothing more; an ApplyRegistry that applies is reported
+// (ChangeSet.Registries), and its redelivery (same message id) is not.
 func testChanges(t *testing.T, s *suite) {
 	st, dsn := s.storeDSN(t)
 	other := s.reopen(t, dsn)
@@ -51,23 +51,27 @@ func testChanges(t *testing.T, s *suite) {
 		t.Fatalf("ApplyRegistry = %t, %v", applied, err)
 	}
 	var got []string
+	registries := false
 	for range 3 { // a feed may report in more than one read
-		ids, next, err := other.Changes(ctx, cursor)
+		ch, next, err := other.Changes(ctx, cursor)
 		if err != nil {
 			t.Fatalf("Changes: %v", err)
 		}
-		got, cursor = append(got, ids...), next
+		if ch.Overflow {
+			t.Fatalf("Changes reported an overflow for %d changes", 5)
+		}
+		got, cursor, registries = append(got, ch.Sessions...), next, registries || ch.Registries
 	}
 	got = slices.Compact(slices.Sorted(slices.Values(got)))
-	if want := []string{notify.RegistryChanged, "a", "b", "c", "gone"}; !slices.Equal(got, want) {
-		t.Errorf("Changes reported %q, want %q", got, want)
+	if want := []string{"a", "b", "c", "gone"}; !slices.Equal(got, want) || !registries {
+		t.Errorf("Changes reported sessions %q and a registry change %v; want %q and true", got, registries, want)
 	}
 	if _, applied, err := st.ApplyRegistry(ctx, notify.RegistryPrompts, notify.OpPut, item, "feed-m1"); err != nil || applied {
 		t.Fatalf("ApplyRegistry redelivered = %t, %v; want not applied", applied, err)
 	}
-	ids, _, err := other.Changes(ctx, cursor)
-	if err != nil || len(ids) != 0 {
-		t.Errorf("Changes after reading to the end: %q, %v; want nothing", ids, err)
+	ch, _, err := other.Changes(ctx, cursor)
+	if err != nil || len(ch.Sessions) != 0 || ch.Registries || ch.Overflow || ch.Full {
+		t.Errorf("Changes after reading to the end: %+v, %v; want nothing", ch, err)
 	}
 	if _, _, err := st.Changes(ctx, "not a cursor"); err == nil {
 		t.Error("Changes with a malformed cursor succeeded")
@@ -76,7 +80,7 @@ func testChanges(t *testing.T, s *suite) {
 
 // testChangesMany: more changes than one Changes call returns
 // (notify.MaxChangesRead) are all reported over the calls that follow, or
-// a call reports notify.ChangesOverflow: none is dropped.
+// a call reports an overflow (ChangeSet.Overflow): none is dropped.
 func testChangesMany(t *testing.T, s *suite) {
 	st, dsn := s.storeDSN(t)
 	other := s.reopen(t, dsn)
@@ -98,15 +102,18 @@ func testChangesMany(t *testing.T, s *suite) {
 		if err != nil {
 			t.Fatalf("Changes: %v", err)
 		}
-		if len(read) > notify.MaxChangesRead {
-			t.Errorf("one Changes call returned %d ids; want at most %d", len(read), notify.MaxChangesRead)
+		if len(read.Sessions) > notify.MaxChangesRead {
+			t.Errorf("one Changes call returned %d ids; want at most %d", len(read.Sessions), notify.MaxChangesRead)
 		}
-		for _, id := range read {
+		if read.Overflow && len(read.Sessions) > 0 {
+			t.Errorf("an overflow came with %d session ids; want none", len(read.Sessions))
+		}
+		for _, id := range read.Sessions {
 			got[id] = true
 		}
-		overflow = overflow || got[notify.ChangesOverflow]
+		overflow = overflow || read.Overflow
 		cursor = next
-		if len(read) == 0 {
+		if len(read.Sessions) == 0 && !read.Overflow {
 			break
 		}
 	}
@@ -120,6 +127,6 @@ func testChangesMany(t *testing.T, s *suite) {
 		}
 	}
 	if missing > 0 {
-		t.Errorf("%d of %d changed sessions were never reported, and no call reported ChangesOverflow", missing, len(ids))
+		t.Errorf("%d of %d changed sessions were never reported, and no call reported an overflow", missing, len(ids))
 	}
 }
