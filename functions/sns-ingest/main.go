@@ -43,7 +43,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/mcpush/mcpush/internal/storecount"
-	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 	"github.com/mcpush/mcpush/pkg/serve/initerror"
@@ -102,7 +101,7 @@ func registryTools(getenv func(string) string) []string {
 
 // openStore opens the store named by MCPUSH_STORE, counted into a stats
 // file when MCPUSH_STORE_STATS is set.
-func openStore(ctx context.Context, getenv func(string) string, logger *slog.Logger) (notify.Store, error) {
+func openStore(ctx context.Context, getenv func(string) string, logger *slog.Logger) (storeconfig.Store, error) {
 	spec := storeSpec(getenv)
 	shards, err := storeconfig.FeedShardsEnv(getenv)
 	if err != nil {

@@ -11,20 +11,17 @@ import (
 	"github.com/mcpush/mcpush/internal/statekeys"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
+	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 	"github.com/mcpush/mcpush/pkg/webhook"
 )
 
-// webhooks returns the webhook deliverer of the store, nil when the
-// store keeps no webhook subscriptions. It needs the state keys the MCP
+// webhooks returns the webhook deliverer of the store. It needs the state keys the MCP
 // server seals secrets and signs cursors with: MCPUSH_STATE_KEYS,
 // MCPUSH_STATE_KEYS_SECRET (Secrets Manager, in Lambda), or the key the
 // processes on the store share (statekeys.FromStore), as functions/mcp
 // reads them; and MCPUSH_WEBHOOK_ALLOW.
-func webhooks(ctx context.Context, getenv func(string) string, store notify.Store, logger *slog.Logger) (*ingest.Webhooks, error) {
-	ws, ok := store.(ingest.WebhookStore)
-	if !ok {
-		return nil, nil
-	}
+func webhooks(ctx context.Context, getenv func(string) string, store storeconfig.Store, logger *slog.Logger) (*ingest.Webhooks, error) {
+	var ws ingest.WebhookStore = store
 	var (
 		keys [][]byte
 		err  error
@@ -45,11 +42,7 @@ func webhooks(ctx context.Context, getenv func(string) string, store notify.Stor
 			return nil, fmt.Errorf("MCPUSH_STATE_KEYS_SECRET: %w", err)
 		}
 	default:
-		sk, ok := store.(notify.SharedKeys)
-		if !ok {
-			return nil, nil
-		}
-		if keys, err = statekeys.FromStore(ctx, sk); err != nil {
+		if keys, err = statekeys.FromStore(ctx, store); err != nil {
 			return nil, err
 		}
 	}
