@@ -235,11 +235,9 @@ func run(logger *slog.Logger) error {
 // sweepWebhooks starts a goroutine that sweeps the webhook subscriptions
 // every interval (default 15 s) until ctx ends: pending retries, and
 // events a crash left behind (ingest.Webhooks.Sweep). Without state keys
-// shared with sns-ingest, or a store without webhook subscriptions, it
-// does nothing.
-func sweepWebhooks(ctx context.Context, store notify.Store, opts *mcp.ServerOptions, every time.Duration, logger *slog.Logger) error {
-	ws, ok := store.(ingest.WebhookStore)
-	if !ok || len(opts.StateKeys) == 0 || opts.Webhooks == nil {
+// shared with sns-ingest, or without webhook delivery, it does nothing.
+func sweepWebhooks(ctx context.Context, store storeconfig.Store, opts *mcp.ServerOptions, every time.Duration, logger *slog.Logger) error {
+	if len(opts.StateKeys) == 0 || opts.Webhooks == nil {
 		return nil
 	}
 	if every <= 0 {
@@ -249,7 +247,7 @@ func sweepWebhooks(ctx context.Context, store notify.Store, opts *mcp.ServerOpti
 	if err != nil {
 		return err
 	}
-	wh, err := ingest.NewWebhooks(ingest.WebhookOptions{Store: ws, Sender: opts.Webhooks.Sender, Sealer: sealer, CursorKey: opts.StateKeys[0],
+	wh, err := ingest.NewWebhooks(ingest.WebhookOptions{Store: store, Sender: opts.Webhooks.Sender, Sealer: sealer, CursorKey: opts.StateKeys[0],
 		EventTypes: ingest.RegistryEventTypes(store), Logger: logger})
 	if err != nil {
 		return err
