@@ -13,15 +13,6 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// takeover is a control record in a GET stream's log: a GET stream that
-// reads one appended after its own closes, so that at most one GET stream
-// of a session delivers messages at a time, whichever process serves it.
-var takeover = []byte(`{"mcpush/control":"takeover"}`)
-
-// isControl reports whether a log entry is a control record rather than a
-// JSON-RPC message for the client.
-func isControl(data []byte) bool { return bytes.HasPrefix(data, []byte(`{"mcpush/control"`)) }
-
 // isResponse reports whether a logged message is a JSON-RPC response: the
 // last message of a request's stream.
 func isResponse(data []byte) bool {

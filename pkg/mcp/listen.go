@@ -66,18 +66,6 @@ const listenCreateSubs = 40
 // with the same filter.
 const listenParkFor = 2 * time.Minute
 
-// listenPrincipal is the Principal of principal's listen backing
-// sessions. The store counts sessions by Principal (notify.SessionCounter),
-// so a principal's listen streams are counted apart from its 2025-era
-// sessions (MaxListensPerPrincipal, not MaxSessionsPerPrincipal) and never
-// crowd them out; and no request's principal owns a backing session, so
-// none can be used as a 2025-era session. It is injective: the backing
-// sessions of two principals never share a count.
-func listenPrincipal(principal string) string {
-	sum := sha256.Sum256([]byte(principal))
-	return "mcpush-listen:" + base64.RawURLEncoding.EncodeToString(sum[:])
-}
-
 // Lifetime of a listen backing session. A stream extends its backing
 // session's expiry at half of it (listenStream.refresh), so the session
 // of a stream whose process died (SIGKILL, a crash, a frozen Lambda
@@ -111,17 +99,6 @@ type errListenQuota struct{ limit int }
 func (e *errListenQuota) Error() string {
 	return "this principal has " + itoa(int64(e.limit)) +
 		" open listen streams, the limit; end one (notifications/cancelled or closing it) or retry later"
-}
-
-// listenCancel is the control record that ends the listen stream of
-// request id (and not a later stream that adopts its backing session).
-func listenCancel(id json.RawMessage) []byte { return listenCancelOf(canonicalID(id)) }
-
-// listenCancelOf is listenCancel of the request whose canonicalID is
-// request.
-func listenCancelOf(request string) []byte {
-	b, _ := json.Marshal(map[string]string{"mcpush/control": "cancel", "id": request})
-	return b
 }
 
 // cancelListen ends the listen streams a notifications/cancelled names:

@@ -38,10 +38,6 @@ const (
 	// store request unless a beat is due): a process resumed after a
 	// pause, whose timers are overdue, beats at once.
 	livenessCheck = 2 * time.Second
-	// livenessPrincipal is the Principal of the liveness records. It is
-	// not the listenPrincipal of any principal (whose suffix is a 43-byte
-	// hash), so no count sees the records.
-	livenessPrincipal = "mcpush-listen:process"
 	// reclaimMemo is how long a process does not look again at the
 	// backing sessions of a principal whose streams were all served by
 	// live processes: a client retrying at the bound costs one count.

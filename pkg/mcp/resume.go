@@ -8,11 +8,6 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// streamOpen is the control record that starts the log of a POST stream
-// whose client got an event id (the priming event) before any message
-// was logged: it makes the stream known to a resume.
-var streamOpen = []byte(`{"mcpush/control":"open"}`)
-
 // logOpen appends streamOpen to the stream's log. Caller holds o.mu.
 func (o *outStream) logOpen() {
 	ctx := context.Background()

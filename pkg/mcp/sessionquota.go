@@ -84,10 +84,6 @@ func (h *StreamableHandler) reclaimSession(ctx context.Context, principal string
 	return false
 }
 
-// addressPrefix starts the principal of a session that an anonymous
-// client created: "addr:" and the client's address.
-const addressPrefix = "addr:"
-
 // quotaPrincipal is the principal whose quotas a request of principal
 // counts against, and that owns the sessions it creates: principal
 // itself, or, for the anonymous principal "", the client's address

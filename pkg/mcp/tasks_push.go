@@ -2,8 +2,6 @@ package mcp
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"time"
 
@@ -29,15 +27,6 @@ func checkListenTaskIDs(ids []string) error {
 		}
 	}
 	return nil
-}
-
-// taskURI is what the backing session of a listen stream that names a
-// task in its taskIds is subscribed to (the principal's task only):
-// publish finds the streams to notify through the store's subscription
-// index, on whichever process they are served.
-func taskURI(principal, id string) string {
-	sum := sha256.Sum256([]byte(principal + "\x00task\x00" + id))
-	return "mcpush-listen:task:" + base64.RawURLEncoding.EncodeToString(sum[:18])
 }
 
 // publish sends notifications/tasks with the task as it is now to every
