@@ -148,14 +148,17 @@ func testWebhooks(t *testing.T, s *suite) {
 		t.Errorf("TopicWebhooks in pages: %v, want %v", ids, want)
 	}
 
-	// Expiry.
-	if err := ws.CreateWebhook(ctx, sub("carol", "brief", "sub_c1", 1200*time.Millisecond), 3); err != nil {
+	// Expiry, from now (the steps above may have taken longer than a
+	// short TTL from the test's start on a loaded machine).
+	brief := sub("carol", "brief", "sub_c1", time.Hour)
+	brief.ExpiresAt = time.Now().Add(1500 * time.Millisecond).Truncate(time.Millisecond).UTC()
+	if err := ws.CreateWebhook(ctx, brief, 3); err != nil {
 		t.Fatal(err)
 	}
 	if page, _, err := other.TopicWebhooks(ctx, "brief", "", 10); err != nil || len(page) != 1 {
 		t.Errorf("TopicWebhooks before expiry: %d, %v; want 1", len(page), err)
 	}
-	time.Sleep(time.Until(now.Add(1300 * time.Millisecond)))
+	time.Sleep(time.Until(brief.ExpiresAt.Add(100 * time.Millisecond)))
 	if _, err := other.GetWebhook(ctx, "brief", "sub_c1"); !errors.Is(err, notify.ErrNotFound) {
 		t.Errorf("GetWebhook after expiry = %v, want ErrNotFound", err)
 	}
