@@ -1,13 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,42 +31,18 @@ type webhookRecord struct {
 // and its records. Under CI=true a missing Node or package fails.
 func startNodeReceiver(t *testing.T, secret string) (string, <-chan webhookRecord) {
 	t.Helper()
-	node := testenv.Node22(t)
-	dir := testenv.NodeDir(t)
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "standardwebhooks", "package.json")); err != nil {
-		testenv.RequireComponent(t, "standardwebhooks (npm, test/node)", err)
-	}
-	cmd := exec.Command(node, filepath.Join(testenv.RepoRoot(t), "test", "node", "webhooks", "receiver.mjs"))
-	cmd.Env = append(os.Environ(), testenv.NodeDirEnv+"="+dir, "WEBHOOK_SECRETS="+secret, "WEBHOOK_MODE=any")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	sc := bufio.NewScanner(out)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	if !sc.Scan() {
-		t.Fatalf("receiver.mjs printed nothing: %v", sc.Err())
-	}
-	var first struct{ Port int }
-	if err := json.Unmarshal(sc.Bytes(), &first); err != nil || first.Port == 0 {
-		t.Fatalf("receiver.mjs: %q", sc.Text())
-	}
+	port, lines := testenv.WebhookReceiver(t, "WEBHOOK_SECRETS="+secret, "WEBHOOK_MODE=any")
 	records := make(chan webhookRecord, 100)
 	go func() {
 		defer close(records)
-		for sc.Scan() {
+		for line := range lines {
 			var r webhookRecord
-			if json.Unmarshal(sc.Bytes(), &r) == nil {
+			if json.Unmarshal(line, &r) == nil {
 				records <- r
 			}
 		}
 	}()
-	return "http://127.0.0.1:" + strconv.Itoa(first.Port), records
+	return "http://127.0.0.1:" + strconv.Itoa(port), records
 }
 
 // nextWebhook returns the receiver's next record within timeout.

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,4 +145,44 @@ func NodePackage(t testing.TB, name, version string) string {
 	}()
 	RequireComponent(t, name+"@"+version, err)
 	return dir
+}
+
+// WebhookReceiver runs test/node/webhooks/receiver.mjs, the npm
+// standardwebhooks verifier as a webhook receiver, with env (its
+// WEBHOOK_SECRETS and WEBHOOK_MODE), until t ends. It returns the
+// receiver's port and a channel of the JSON lines it prints, one per
+// request, closed when it exits. Under CI=true a missing Node or package
+// fails the test.
+func WebhookReceiver(t testing.TB, env ...string) (int, <-chan []byte) {
+	t.Helper()
+	node := Node22(t)
+	NodePackage(t, "standardwebhooks", "1.1.1")
+	cmd := exec.Command(node, filepath.Join(RepoRoot(t), "test", "node", "webhooks", "receiver.mjs"))
+	cmd.Env = append(append(os.Environ(), NodeDirEnv+"="+NodeDir(t)), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	if !sc.Scan() {
+		t.Fatalf("receiver.mjs printed nothing: %v", sc.Err())
+	}
+	var first struct{ Port int }
+	if err := json.Unmarshal(sc.Bytes(), &first); err != nil || first.Port == 0 {
+		t.Fatalf("receiver.mjs: %q", sc.Text())
+	}
+	lines := make(chan []byte, 100)
+	go func() {
+		defer close(lines)
+		for sc.Scan() {
+			lines <- bytes.Clone(sc.Bytes())
+		}
+	}()
+	return first.Port, lines
 }

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -33,49 +32,22 @@ type nodeRecord struct {
 // channel of its records. Under CI=true a missing Node or package fails.
 func nodeReceiver(t *testing.T, mode string, secrets ...Secret) (string, <-chan nodeRecord) {
 	t.Helper()
-	node := testenv.Node22(t)
-	dir := testenv.NodeDir(t)
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "standardwebhooks", "package.json")); err != nil {
-		testenv.RequireComponent(t, "standardwebhooks (npm, test/node)", err)
-	}
 	var revealed []string
 	for _, s := range secrets {
 		revealed = append(revealed, s.Reveal())
 	}
-	cmd := exec.Command(node, filepath.Join(testenv.RepoRoot(t), "test", "node", "webhooks", "receiver.mjs"))
-	cmd.Env = append(os.Environ(), testenv.NodeDirEnv+"="+dir,
-		"WEBHOOK_SECRETS="+strings.Join(revealed, ","), "WEBHOOK_MODE="+mode)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() {
-		t.Fatalf("receiver.mjs printed nothing: %v", sc.Err())
-	}
-	var first struct{ Port int }
-	if err := json.Unmarshal(sc.Bytes(), &first); err != nil || first.Port == 0 {
-		t.Fatalf("receiver.mjs: %q", sc.Text())
-	}
+	port, lines := testenv.WebhookReceiver(t, "WEBHOOK_SECRETS="+strings.Join(revealed, ","), "WEBHOOK_MODE="+mode)
 	records := make(chan nodeRecord, 100)
 	go func() {
 		defer close(records)
-		for sc.Scan() {
+		for line := range lines {
 			var r nodeRecord
-			if json.Unmarshal(sc.Bytes(), &r) == nil {
+			if json.Unmarshal(line, &r) == nil {
 				records <- r
 			}
 		}
 	}()
-	return "http://127.0.0.1:" + strconv.Itoa(first.Port) + "/hooks/1", records
+	return "http://127.0.0.1:" + strconv.Itoa(port) + "/hooks/1", records
 }
 
 func next(t *testing.T, records <-chan nodeRecord) nodeRecord {
