@@ -187,11 +187,6 @@ func occurrence(name string, ev *notify.TopicEvent) *EventOccurrence {
 	}
 }
 
-// topicHead reads the head of topic: one read (notify.TopicHeads).
-func (s *Server) topicHead(ctx context.Context, topic string) (int64, error) {
-	return s.store.TopicHead(ctx, topic)
-}
-
 // pollEvents answers events/poll.
 func (s *Server) pollEvents(ctx context.Context, _ *ServerSession, raw json.RawMessage) (*PollEventsResult, error) {
 	p, err := decodeParams[PollEventsParams](raw)
@@ -229,7 +224,7 @@ func (s *Server) pollEvents(ctx context.Context, _ *ServerSession, raw json.RawM
 	if p.Cursor == nil {
 		// Start from now: no events, the head as the cursor (maxAgeMs is
 		// ignored, as SEP-3415 says).
-		head, err := s.topicHead(ctx, e.Topic)
+		head, err := s.store.TopicHead(ctx, e.Topic)
 		if err != nil {
 			return nil, err
 		}
@@ -244,7 +239,7 @@ func (s *Server) pollEvents(ctx context.Context, _ *ServerSession, raw json.RawM
 	if c.Topic != e.Topic {
 		// The event type moved to another topic: its position means
 		// nothing there. Start from now, and say events may be lost.
-		head, err := s.topicHead(ctx, e.Topic)
+		head, err := s.store.TopicHead(ctx, e.Topic)
 		if err != nil {
 			return nil, err
 		}
@@ -298,7 +293,7 @@ func (s *Server) readEventsAfter(ctx context.Context, e *notify.EventItem, filte
 				// came after it has left the log. The head tells (read
 				// before the log again, so that an event appended
 				// meanwhile is never skipped).
-				head, err := s.topicHead(ctx, e.Topic)
+				head, err := s.store.TopicHead(ctx, e.Topic)
 				if err != nil {
 					return nil, err
 				}

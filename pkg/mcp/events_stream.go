@@ -186,7 +186,7 @@ func (es *eventStream) checkType(ctx context.Context) ([]heldMsg, error) {
 	if err := s.store.Unsubscribe(ctx, id, topicURI(old.Topic)); err != nil && !errors.Is(err, notify.ErrNotFound) {
 		s.log.WarnContext(ctx, "unsubscribing an events stream from its old topic", "stream", id, "err", err)
 	}
-	head, err := s.topicHead(ctx, e.Topic)
+	head, err := s.store.TopicHead(ctx, e.Topic)
 	if err != nil {
 		return nil, err
 	}
@@ -451,7 +451,7 @@ func (s *Server) checkEventStream(ctx context.Context, _ *ServerSession, m *Mess
 func (es *eventStream) start(ctx context.Context, truncated bool) (heldMsg, error) {
 	s := es.l.srv
 	if es.pos < 0 {
-		head, err := s.topicHead(ctx, es.e.Topic)
+		head, err := s.store.TopicHead(ctx, es.e.Topic)
 		if err != nil {
 			return heldMsg{}, err
 		}

@@ -496,7 +496,7 @@ func isoTime(t time.Time) *string {
 // maxAgeMs (scanning at most maxPollScan events; beyond that, the head),
 // or to the head when the event type moved to another topic.
 func (s *Server) startPosition(ctx context.Context, e *notify.EventItem, c *eventCursor, maxAgeMs *int64) (int64, bool, error) {
-	head, err := s.topicHead(ctx, e.Topic)
+	head, err := s.store.TopicHead(ctx, e.Topic)
 	if err != nil || c == nil {
 		return head, false, err
 	}

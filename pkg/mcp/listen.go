@@ -193,7 +193,7 @@ func (s *Server) acknowledged(f *SubscriptionFilter) *SubscriptionFilter {
 		PromptsListChanged:    f.PromptsListChanged && caps.Prompts != nil && caps.Prompts.ListChanged,
 		ResourcesListChanged:  f.ResourcesListChanged && caps.Resources != nil && caps.Resources.ListChanged,
 		ResourceSubscriptions: map[bool][]string{true: f.ResourceSubscriptions}[caps.Resources != nil && caps.Resources.Subscribe],
-		TaskIDs:               map[bool][]string{true: f.TaskIDs}[s.tasks != nil],
+		TaskIDs:               f.TaskIDs,
 		EventsListChanged:     f.EventsListChanged && s.eventsOn(),
 	}
 }

@@ -18,10 +18,9 @@ import (
 // write per batch, not one per request. The event that completes a batch
 // is decided on the store's fresh total; the others on the last total
 // read plus the local count, so across n processes a key may overshoot
-// its limit by less than n batches in a window. Without a RateCounter the
-// limit is per process. Safe for concurrent use.
+// its limit by less than n batches in a window. Safe for concurrent use.
 type rateLimiter struct {
-	counter notify.RateCounter // nil: per process only
+	counter notify.RateCounter
 	now     func() time.Time
 	log     *slog.Logger
 
@@ -69,7 +68,7 @@ func (rl *rateLimiter) allow(ctx context.Context, key string, limit int, window 
 		return false, end.Sub(now)
 	}
 	st.pending++
-	if rl.counter == nil || st.pending < max(int64(limit)/20, 1) {
+	if st.pending < max(int64(limit)/20, 1) {
 		rl.mu.Unlock()
 		return true, 0
 	}

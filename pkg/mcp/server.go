@@ -85,8 +85,8 @@ type ServerOptions struct {
 	StateKeys [][]byte
 	// StateTTL is how long a requestState stays valid. Default: 10 minutes.
 	StateTTL time.Duration
-	// Tasks configure how tasks run (the tasks extension, 2026 era), when
-	// the store keeps tasks (notify.TaskStore, part of Store).
+	// Tasks configure how tasks run (the tasks extension, 2026 era),
+	// kept in the store (notify.TaskStore, part of Store).
 	Tasks TaskOptions
 }
 

@@ -167,7 +167,7 @@ func TaskID(ctx context.Context) string {
 	return ""
 }
 
-// taskEngine is a Server's tasks: nil when the store keeps no tasks.
+// taskEngine is a Server's tasks.
 type taskEngine struct {
 	srv    *Server
 	store  notify.TaskStore
@@ -195,7 +195,7 @@ type workerShare struct {
 }
 
 func newTaskEngine(s *Server) *taskEngine {
-	var ts notify.TaskStore = s.store
+	ts := s.store
 	o := s.opts.Tasks
 	if o.Workers <= 0 {
 		o.Workers = 32
@@ -370,9 +370,6 @@ func (r localRunner) acquire(sem chan struct{}, principal, id string, tick <-cha
 // Calling it again does nothing more.
 func (s *Server) ShutdownTasks(ctx context.Context) error {
 	e := s.tasks
-	if e == nil {
-		return nil
-	}
 	e.mu.Lock()
 	e.stopped = true
 	tasks := make([]taskRef, 0, len(e.local))
@@ -495,7 +492,7 @@ func (s *Server) maybeTask(ctx context.Context, ss *ServerSession, m *Message) (
 		return nil, false, nil
 	}
 	e := s.tasks
-	if e == nil || !clientDeclaresTasks(ss) {
+	if !clientDeclaresTasks(ss) {
 		if support == TaskRequired {
 			return nil, true, missingTasksCapability("tool " + p.Name + " runs only as a task")
 		}
@@ -685,7 +682,7 @@ func (e *taskEngine) expire(ctx context.Context, t *notify.Task) (*notify.Task, 
 // dispatchTasks serves tasks/get, tasks/update and tasks/cancel.
 func (s *Server) dispatchTasks(ctx context.Context, ss *ServerSession, m *Message) (any, error) {
 	e := s.tasks
-	if !ss.stateless || e == nil {
+	if !ss.stateless {
 		return nil, Errorf(CodeMethodNotFound, "method not found: %s", m.Method)
 	}
 	if !clientDeclaresTasks(ss) {
@@ -799,9 +796,6 @@ func (e *taskEngine) cancelLocal(principal, id string) {
 // left alone. It returns an error only when the store fails.
 func (s *Server) RunTask(ctx context.Context, principal, id string) error {
 	e := s.tasks
-	if e == nil {
-		return errors.New("mcp: the store keeps no tasks")
-	}
 	claimed, err := e.modify(ctx, principal, id, func(t *notify.Task) bool {
 		if t.Status != notify.TaskWorking {
 			return false

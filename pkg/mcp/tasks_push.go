@@ -66,7 +66,7 @@ type listenTasks struct {
 // about a lease and a half, as one that polls does.
 func (l *listenStream) checkTaskLeases(ctx context.Context) {
 	e := l.srv.tasks
-	if e == nil || len(l.filter.TaskIDs) == 0 {
+	if len(l.filter.TaskIDs) == 0 {
 		return
 	}
 	now := l.srv.opts.Now()
