@@ -557,7 +557,10 @@ func TestEventStreamStoreRequests(t *testing.T) {
 
 	counter.Reset()
 	leave()
-	waitCount(&counter, "DeleteSession", 1)
+	// Two deletes, in either order and not at once under load: the
+	// backing session's, and the process's liveness record's.
+	waitCount(&counter, "DeleteSession", 2)
+	settle()
 	end := own(counter.Counts())
 	t.Logf("open: %v\nidle 3 s: %v\nwoken by an event: %v\nend: %v", open, idle, woken, end)
 
