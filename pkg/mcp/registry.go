@@ -161,10 +161,42 @@ func (s *Server) notifyChangesAged(ctx context.Context, ss *ServerSession, maxAg
 	}
 	// The cache may be older than the session's baseline (a session
 	// created after our last refresh): decide on a fresh read, so that a
-	// stale cache never causes a notification.
-	if hashes, err = s.registryHashes(ctx, true); err != nil {
-		return err
+	// stale cache never causes a notification. A lost append means
+	// another process notified the session from a read newer than ours
+	// may be: re-read the session and then the registries (in that order,
+	// so the hashes are at least as new as what the session records) and
+	// decide again, never from hashes older than the session's; a
+	// notification from them would move the session back and out again.
+	for attempt := 1; ; attempt++ {
+		if hashes, err = s.registryHashes(ctx, true); err != nil {
+			return err
+		}
+		lost, err := s.appendListChanged(ctx, ss, kinds, hashes)
+		if err != nil || !lost {
+			return err
+		}
+		fresh, err := s.store.GetSession(ctx, ss.ID())
+		if err != nil {
+			return err
+		}
+		ss.state.NotifiedHashes = fresh.NotifiedHashes
+		if attempt == maxNotifyAttempts {
+			// Other processes keep winning: what is left is theirs, or
+			// the session's next check's.
+			return nil
+		}
 	}
+}
+
+// maxNotifyAttempts bounds the rounds of notifyChangesAged against other
+// processes notifying the same session at the same time.
+const maxNotifyAttempts = 3
+
+// appendListChanged appends, for each of kinds whose hash differs from
+// the one ss was last notified of, a list_changed conditional on that
+// notified hash, until one append loses (lost: another process moved the
+// session on; ss's notified hashes are then stale).
+func (s *Server) appendListChanged(ctx context.Context, ss *ServerSession, kinds []string, hashes map[string]string) (lost bool, err error) {
 	for _, kind := range kinds {
 		cur, last := hashes[kind], ss.state.NotifiedHashes[kind]
 		if cur == last {
@@ -175,24 +207,18 @@ func (s *Server) notifyChangesAged(ctx context.Context, ss *ServerSession, maxAg
 			NotifiedHash: &notify.HashCAS{Registry: kind, Old: last, New: cur},
 		})
 		if err != nil {
-			return fmt.Errorf("notifying %s change: %w", kind, err)
+			return false, fmt.Errorf("notifying %s change: %w", kind, err)
 		}
-		if ok {
-			s.watcher.wake(ss.ID())
-			if ss.state.NotifiedHashes == nil {
-				ss.state.NotifiedHashes = map[string]string{}
-			}
-			ss.state.NotifiedHashes[kind] = cur
-			continue
+		if !ok {
+			return true, nil
 		}
-		// Another process won (or the session moved on): take its view.
-		fresh, err := s.store.GetSession(ctx, ss.ID())
-		if err != nil {
-			return err
+		s.watcher.wake(ss.ID())
+		if ss.state.NotifiedHashes == nil {
+			ss.state.NotifiedHashes = map[string]string{}
 		}
-		ss.state.NotifiedHashes = fresh.NotifiedHashes
+		ss.state.NotifiedHashes[kind] = cur
 	}
-	return nil
+	return false, nil
 }
 
 func differs(kinds []string, cur, notified map[string]string) bool {

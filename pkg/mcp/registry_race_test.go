@@ -1,0 +1,129 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
+)
+
+// racingCASStore runs race, once, just before the first conditional
+// append for registry kind first is stored: another process's whole
+// notifyChanges, with registry changes of its own, between this
+// process's read of the registry hashes and its conditional append.
+type racingCASStore struct {
+	*sqlitestore.Store
+	first string
+	race  func()
+}
+
+func (s *racingCASStore) Append(ctx context.Context, id, stream string, data [][]byte, o *notify.AppendOptions) (int64, bool, error) {
+	if s.race != nil && o != nil && o.NotifiedHash != nil && o.NotifiedHash.Registry == s.first {
+		race := s.race
+		s.race = nil
+		race()
+	}
+	return s.Store.Append(ctx, id, stream, data, o)
+}
+
+// TestNotifyChangesLosingRace: process A reads the registry hashes
+// (tools t1, prompts p1); before its first conditional append, the
+// prompts registry moves on to p2 and process B notifies the session of
+// both tools t1 and prompts p2. A loses the tools append and re-reads the
+// session, whose notified prompts hash (p2) is now newer than A's read
+// (p1). A must not then "notify" the session of a move back to p1: one
+// prompts/list_changed in all, and the session's notified hash stays p2.
+// Before the fix A appended a second prompts/list_changed (p2 -> p1) and
+// any later check a third (p1 -> p2): 3 changes of the prompts registry
+// produced 4 notifications in TestPushListChanged.
+func TestNotifyChangesLosingRace(t *testing.T) {
+	ctx := context.Background()
+	inner, err := sqlitestore.New(filepath.Join(t.TempDir(), "race.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	racing := &racingCASStore{Store: inner, first: notify.RegistryTools}
+	quiet := &ServerOptions{DynamicRegistries: true}
+	a := NewServer(&Implementation{Name: "a", Version: "1"}, racing, quiet)
+	b := NewServer(&Implementation{Name: "b", Version: "1"}, inner, quiet)
+
+	baseline, err := inner.RegistryHashes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	sess := &notify.Session{ID: "race-session-0123456789abcdef", Principal: "alice", ProtocolVersion: "2025-11-25",
+		Initialized: true, NotifiedHashes: baseline, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	if err := inner.CreateSession(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(kind, key, item, msg string) {
+		t.Helper()
+		if _, _, err := inner.ApplyRegistry(ctx, kind, notify.OpPut, map[string]json.RawMessage{key: json.RawMessage(item)}, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(notify.RegistryTools, "t", `{"name":"t","description":"v1"}`, "m1")
+	apply(notify.RegistryPrompts, "p", `{"name":"p","messages":[{"role":"user","text":"v1"}]}`, "m2")
+	racing.race = func() {
+		apply(notify.RegistryPrompts, "p", `{"name":"p","messages":[{"role":"user","text":"v2"}]}`, "m3")
+		st, err := inner.GetSession(ctx, sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.notifyChanges(ctx, &ServerSession{srv: b, state: st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	st, err := inner.GetSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.notifyChanges(ctx, &ServerSession{srv: a, state: st}); err != nil {
+		t.Fatal(err)
+	}
+	if racing.race != nil {
+		t.Fatal("the race never ran: A made no conditional append for tools")
+	}
+	// A later check, on either process, finds nothing to say.
+	for _, srv := range []*Server{a, b} {
+		st, err := inner.GetSession(ctx, sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.notifyChanges(ctx, &ServerSession{srv: srv, state: st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	evs, err := inner.ReadEvents(ctx, sess.ID, getStream, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, ev := range evs {
+		var m struct{ Method string }
+		_ = json.Unmarshal(ev.Data, &m)
+		counts[m.Method]++
+	}
+	if got := counts[listChangedMethod[notify.RegistryTools]]; got != 1 {
+		t.Errorf("%d tools/list_changed for one change, want 1 (log %v)", got, counts)
+	}
+	if got := counts[listChangedMethod[notify.RegistryPrompts]]; got != 1 {
+		t.Errorf("%d prompts/list_changed for the session's one move (to p2), want 1 (log %v)", got, counts)
+	}
+	final, err := inner.GetSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes, _ := inner.RegistryHashes(ctx)
+	if final.NotifiedHashes[notify.RegistryPrompts] != hashes[notify.RegistryPrompts] {
+		t.Errorf("notified prompts hash %q, want the registry's current %q", final.NotifiedHashes[notify.RegistryPrompts], hashes[notify.RegistryPrompts])
+	}
+}
