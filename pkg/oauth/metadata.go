@@ -33,7 +33,8 @@ func (v *Validator) Metadata(r *http.Request) ResourceMetadata {
 }
 
 // MetadataHandler serves the protected resource metadata as JSON to GET
-// (any origin may read it, as browser-based clients must).
+// (any origin may read it, as browser-based clients must, and a preflight
+// may ask for the MCP-Protocol-Version header, which MCP clients send).
 func (v *Validator) MetadataHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Access-Control-Allow-Origin", "*")
@@ -41,6 +42,9 @@ func (v *Validator) MetadataHandler() http.Handler {
 		case http.MethodGet, http.MethodHead:
 		case http.MethodOptions:
 			w.Header().Set("Access-Control-Allow-Methods", "GET")
+			// MCP clients send their protocol version with discovery.
+			w.Header().Set("Access-Control-Allow-Headers", "MCP-Protocol-Version")
+			w.Header().Set("Access-Control-Max-Age", "3600")
 			w.WriteHeader(http.StatusNoContent)
 			return
 		default:
