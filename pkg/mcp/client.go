@@ -583,7 +583,7 @@ func (cs *ClientSession) ReadResource(ctx context.Context, uri string) (*ReadRes
 //
 // In the 2026 era there is no resources/subscribe: the client reopens its
 // subscriptions/listen stream with uri added and waits for the server's
-// acknowledgement.
+// acknowledgement; one that does not name uri is ErrNotAcknowledged.
 func (cs *ClientSession) Subscribe(ctx context.Context, uri string) error {
 	modern := cs.isModern()
 	if !modern {
@@ -596,11 +596,27 @@ func (cs *ClientSession) Subscribe(ctx context.Context, uri string) error {
 		cs.subs = append(cs.subs, uri)
 	}
 	cs.mu.Unlock()
-	if modern {
-		return cs.resubscribe(ctx)
+	if !modern {
+		return nil
 	}
-	return nil
+	ls, err := cs.relisten(ctx)
+	if err != nil || ls == nil || slices.Contains(ls.granted, uri) {
+		return err
+	}
+	// The server acknowledged the listen without the URI: it will not
+	// deliver its updates. Forget it, so that later listens do not ask
+	// again, and say so.
+	cs.mu.Lock()
+	cs.subs = slices.DeleteFunc(cs.subs, func(s string) bool { return s == uri })
+	cs.mu.Unlock()
+	return fmt.Errorf("%w: %s (the server acknowledged %d resource subscriptions without it)", ErrNotAcknowledged, uri, len(ls.granted))
 }
+
+// ErrNotAcknowledged is returned by a 2026-era Subscribe when the server
+// acknowledges the listen stream without the resource: it does not offer
+// updates of that resource (a server without the resources subscribe
+// capability drops every URI).
+var ErrNotAcknowledged = errors.New("mcp: the server did not acknowledge the resource subscription")
 
 // Unsubscribe ends a subscription.
 func (cs *ClientSession) Unsubscribe(ctx context.Context, uri string) error {

@@ -310,6 +310,9 @@ type listenStart struct {
 	ack    chan struct{}
 	failed chan error
 	done   <-chan struct{}
+	// granted are the resource URIs the acknowledgement names: the
+	// subscriptions the server will deliver. Set before ack is closed.
+	granted []string
 }
 
 // listenLoop keeps a subscriptions/listen stream open: when the server
@@ -330,6 +333,13 @@ func (cs *ClientSession) listenLoop(ctx context.Context, ls *listenStart, onAck 
 			}
 			if !acked {
 				acked = true
+				var p struct {
+					Notifications struct {
+						ResourceSubscriptions []string `json:"resourceSubscriptions"`
+					} `json:"notifications"`
+				}
+				_ = json.Unmarshal(m.Params, &p)
+				ls.granted = p.Notifications.ResourceSubscriptions
 				close(ls.ack)
 				onAck()
 			}
@@ -414,16 +424,23 @@ func (cs *ClientSession) listenOnce(ctx context.Context, st *streamState) error 
 // resubscribe reopens the listen stream with the current subscriptions
 // and waits for the server's acknowledgement.
 func (cs *ClientSession) resubscribe(ctx context.Context) error {
+	_, err := cs.relisten(ctx)
+	return err
+}
+
+// relisten is resubscribe returning the acknowledged listen (nil without
+// a standalone stream).
+func (cs *ClientSession) relisten(ctx context.Context) (*listenStart, error) {
 	if cs.c.opts.NoStandaloneStream {
-		return nil
+		return nil, nil
 	}
 	ls := cs.startListen()
 	for {
 		select {
 		case <-ls.ack:
-			return nil
+			return ls, nil
 		case err := <-ls.failed:
-			return fmt.Errorf("mcp: subscriptions/listen: %w", err)
+			return nil, fmt.Errorf("mcp: subscriptions/listen: %w", err)
 		case <-ls.done:
 			// A newer listen replaced this one before its acknowledgement:
 			// it carries the current subscriptions too, so wait for it.
@@ -431,11 +448,11 @@ func (cs *ClientSession) resubscribe(ctx context.Context) error {
 			next := cs.listen
 			cs.mu.Unlock()
 			if next == ls || cs.ctx.Err() != nil {
-				return ErrClientClosed
+				return nil, ErrClientClosed
 			}
 			ls = next
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 }

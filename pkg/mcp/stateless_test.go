@@ -807,3 +807,49 @@ func TestListenAdoptRace(t *testing.T) {
 		t.Errorf("%d of the two streams got the change made while the stream was parked, want 1 (the adopter)", got)
 	}
 }
+
+// TestClientListenNotAcknowledged: in the 2026 era a Subscribe whose
+// listen the server acknowledges without the URI (a server without the
+// resources capability drops every resource subscription) returns
+// mcp.ErrNotAcknowledged instead of succeeding with no updates ever to
+// come; a later Subscribe to a served resource still works.
+func TestClientListenNotAcknowledged(t *testing.T) {
+	st, err := sqlitestore.New(filepath.Join(t.TempDir(), "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	connect := func(srv *mcp.Server) *mcp.ClientSession {
+		h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true})
+		ts := httptest.NewServer(h)
+		t.Cleanup(func() { ts.Close(); h.Close() })
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "unacked", Version: "1"}, &mcp.ClientOptions{
+			Mode: mcp.ClientMode2026, Logger: slog.New(slog.DiscardHandler)}).Connect(ctx, ts.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close(context.Background()) })
+		return cs
+	}
+
+	// Tools only: no resources capability.
+	bare := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, st, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	bare.AddTool(&mcp.Tool{Name: "noop"}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{}, nil
+	})
+	cs := connect(bare)
+	if err := cs.Subscribe(ctx, "file:///nowhere.txt"); !errors.Is(err, mcp.ErrNotAcknowledged) {
+		t.Fatalf("Subscribe on a server without resources: %v, want mcp.ErrNotAcknowledged", err)
+	}
+
+	// A server with the resource acknowledges it.
+	served := mcp.NewServer(&mcp.Implementation{Name: "served", Version: "1"}, st, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	served.AddResource(&mcp.Resource{URI: "file:///here.txt", Name: "here"}, func(context.Context, *mcp.ServerRequest[*mcp.ReadResourceParams]) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	if err := connect(served).Subscribe(ctx, "file:///here.txt"); err != nil {
+		t.Fatalf("Subscribe to a served resource: %v", err)
+	}
+}
