@@ -124,9 +124,12 @@ func TestHeldStreamsAtScale(t *testing.T) {
 	for _, hs := range heldStores(t) {
 		// moto serves one request at a time per table: fewer streams,
 		// and a hold longer than their opening.
-		perEra, hold := 150, 8*time.Second
+		// late: how much after its hold a GET stream's end may be seen
+		// on a loaded machine (moto answers the stream's last reads in
+		// turn with every other stream's).
+		perEra, hold, late := 150, 8*time.Second, 2*time.Second
 		if hs.name == "dynamodb" {
-			perEra, hold = 60, 30*time.Second
+			perEra, hold, late = 60, 30*time.Second, 6*time.Second
 		}
 		t.Run(hs.name, func(t *testing.T) {
 			var counter storecount.Counter
@@ -163,7 +166,7 @@ func TestHeldStreamsAtScale(t *testing.T) {
 				r := c.Record()
 				return len(r.Ends) > 0 && r.Ends[len(r.Ends)-1].After(r.Last)
 			}
-			for time.Since(waitEnd) < hold+5*time.Second && !all(clients[:perEra], ended) {
+			for time.Since(waitEnd) < hold+late+5*time.Second && !all(clients[:perEra], ended) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			t.Logf("%s: store requests while held idle for %v: %v", hs.name, time.Since(waitEnd).Round(time.Second), counter.Counts())
@@ -189,7 +192,7 @@ func TestHeldStreamsAtScale(t *testing.T) {
 					t.Errorf("GET stream %d did not end after its last event; want an end at its hold %v", i, hold)
 				case i < perEra && ended.Before(r.Last.Add(hold-500*time.Millisecond)):
 					t.Errorf("GET stream %d ended %v after its last event, before its hold %v", i, ended.Sub(r.Last), hold)
-				case i < perEra && ended.After(r.Last.Add(hold+2*time.Second)):
+				case i < perEra && ended.After(r.Last.Add(hold+late)):
 					t.Errorf("GET stream %d ended %v after its last event; want its hold %v", i, ended.Sub(r.Last), hold)
 				}
 			}
