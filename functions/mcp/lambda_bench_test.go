@@ -76,14 +76,14 @@ func BenchmarkLambdaRequest(b *testing.B) {
 	}{
 		{"local", http.DefaultClient, startLocal(b, bin, filepath.Join(dir, "local.db"))},
 	}
-	for _, mode := range []string{serve.ModeStream, serve.ModeBuffered} {
-		f := lambdatest.StartFunction(b, bin, "MCPUSH_LAMBDA_MODE="+mode, "MCPUSH_AUTH=none", "MCPUSH_STORE=sqlite:"+filepath.Join(dir, mode+".db"))
+	for _, mode := range []serve.Mode{serve.ModeStream, serve.ModeBuffered} {
+		f := lambdatest.StartFunction(b, bin, "MCPUSH_LAMBDA_MODE="+string(mode), "MCPUSH_AUTH=none", "MCPUSH_STORE=sqlite:"+filepath.Join(dir, string(mode)+".db"))
 		tr := &lambdatest.Transport{Server: f.API, Invoke: lambdatest.InvokeOptions{Streaming: mode == serve.ModeStream, Timeout: time.Minute}}
 		clients = append(clients, struct {
 			name string
 			c    *http.Client
 			url  string
-		}{mode, &http.Client{Transport: tr}, "https://" + lambdatest.DefaultDomain + "/mcp"})
+		}{string(mode), &http.Client{Transport: tr}, "https://" + lambdatest.DefaultDomain + "/mcp"})
 	}
 	sessions := make([]string, len(clients))
 	for i, c := range clients {

@@ -54,10 +54,10 @@ func chunkAt(t testing.TB, hr *lambdatest.HTTPResponse, s string) time.Time {
 // deadline, DELETE.
 func TestLambdaMCP(t *testing.T) {
 	bin := testenv.BuildBinary(t, "./functions/mcp")
-	for _, mode := range []string{serve.ModeStream, serve.ModeBuffered} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []serve.Mode{serve.ModeStream, serve.ModeBuffered} {
+		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
-			f := lambdatest.StartFunction(t, bin, "MCPUSH_LAMBDA_MODE="+mode, "MCPUSH_STORE=sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"))
+			f := lambdatest.StartFunction(t, bin, "MCPUSH_LAMBDA_MODE="+string(mode), "MCPUSH_STORE=sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"))
 			streaming := mode == serve.ModeStream
 			inv := func(timeout time.Duration) *lambdatest.InvokeOptions {
 				return &lambdatest.InvokeOptions{Streaming: streaming, Timeout: timeout}

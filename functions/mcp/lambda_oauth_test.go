@@ -49,9 +49,9 @@ func TestLambdaOAuth(t *testing.T) {
 	initBody := testutil.RPC(1, "initialize", map[string]any{
 		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"},
 	})
-	for _, mode := range []string{serve.ModeStream, serve.ModeBuffered} {
-		t.Run(mode, func(t *testing.T) {
-			f := lambdatest.StartFunction(t, bin, "MCPUSH_LAMBDA_MODE="+mode, "MCPUSH_AUTH=oauth",
+	for _, mode := range []serve.Mode{serve.ModeStream, serve.ModeBuffered} {
+		t.Run(string(mode), func(t *testing.T) {
+			f := lambdatest.StartFunction(t, bin, "MCPUSH_LAMBDA_MODE="+string(mode), "MCPUSH_AUTH=oauth",
 				"MCPUSH_OAUTH_ISSUER="+as.Issuer, "MCPUSH_OAUTH_SCOPES=mcp:tools",
 				"MCPUSH_STORE=sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"))
 			client := &http.Client{Transport: &lambdatest.Transport{Server: f.API,

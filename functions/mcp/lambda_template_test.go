@@ -44,7 +44,7 @@ func TestTemplateWiring(t *testing.T) {
 	}
 	for _, want := range []string{
 		"MCPUSH_STORE: !Sub dynamodb:${Table}",
-		"MCPUSH_AUTH: !If [IamAuth, " + serve.AuthIAM + ", !If [OAuth, " + serve.AuthOAuth + ", " + serve.AuthNone + "]]",
+		"MCPUSH_AUTH: !If [IamAuth, " + string(serve.AuthIAM) + ", !If [OAuth, " + string(serve.AuthOAuth) + ", " + string(serve.AuthNone) + "]]",
 		"AuthType: !If [IamAuth, AWS_IAM, NONE]",
 		"MCPUSH_OAUTH_ISSUER: !If",
 		"MCPUSH_OAUTH_SCOPES: !If [CreateUserPool, mcpush/mcp, !Ref OAuthScopes]",
@@ -53,7 +53,7 @@ func TestTemplateWiring(t *testing.T) {
 		"Type: AWS::Cognito::UserPoolResourceServer",
 		"AllowedOAuthFlows: [client_credentials]",
 		"AllowedOAuthFlows: [code]",
-		"MCPUSH_LAMBDA_MODE: !If [Streaming, " + serve.ModeStream + ", " + serve.ModeBuffered + "]",
+		"MCPUSH_LAMBDA_MODE: !If [Streaming, " + string(serve.ModeStream) + ", " + string(serve.ModeBuffered) + "]",
 		"Runtime: provided.al2023",
 		"Architectures: [arm64]",
 		"Handler: bootstrap",

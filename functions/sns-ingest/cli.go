@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
@@ -99,7 +100,12 @@ func run(ctx context.Context, args []string, e *env) int {
 		return usageErr("want -event FILE or -topic T -message M")
 	}
 
-	store, err := openStore(ctx, e.getenv, e.logger)
+	sc, err := envconfig.ReadStore(e.getenv)
+	if err != nil {
+		e.logger.Error("sns-ingest: opening the store", "err", err)
+		return exitUsage
+	}
+	store, err := openStore(ctx, sc, e.logger)
 	if err != nil {
 		e.logger.Error("sns-ingest: opening the store", "err", err)
 		if errors.Is(err, notify.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
@@ -115,7 +121,7 @@ func run(ctx context.Context, args []string, e *env) int {
 		// the sweeper delivers it.
 		e.logger.Warn("sns-ingest: no webhook delivery in this run", "err", err)
 	}
-	in := ingest.New(store, &ingest.Options{Logger: e.logger, Now: e.now, Tools: registryTools(e.getenv), Webhooks: wh})
+	in := ingest.New(store, &ingest.Options{Logger: e.logger, Now: e.now, Tools: envconfig.ReadRegistryTools(e.getenv), Webhooks: wh})
 	sum, _ := in.Handle(ctx, ev) // the summary reports the errors, and Handle has logged them
 	enc := json.NewEncoder(e.stdout)
 	enc.SetEscapeHTML(false)
@@ -124,7 +130,7 @@ func run(ctx context.Context, args []string, e *env) int {
 	out := struct {
 		ingest.Summary
 		Store string `json:"store"`
-	}{sum, storeconfig.Describe(storeSpec(e.getenv))}
+	}{sum, storeconfig.Describe(sc.Spec)}
 	if err := enc.Encode(out); err != nil {
 		e.logger.Error("sns-ingest: writing the summary", "err", err)
 		return exitUsage

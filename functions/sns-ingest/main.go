@@ -25,24 +25,23 @@
 // MCPUSH_REGISTRY_TOOLS, the comma-separated tools a tools registry item
 // may name (default: the event tools), for a server with tools of its own;
 // and MCPUSH_STORE_STATS=DIR, a diagnostic: count the store requests and
-// write them to a file in DIR (see docs/configuration.md).
+// write them to a file in DIR (see docs/configuration.md). Package
+// envconfig reads them, for this command as for the MCP server.
 package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
-	"unicode"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/mcpush/mcpush/internal/storecount"
+	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 	"github.com/mcpush/mcpush/pkg/serve/initerror"
@@ -50,8 +49,12 @@ import (
 
 func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	if api := os.Getenv("AWS_LAMBDA_RUNTIME_API"); api != "" {
-		store, err := openStore(context.Background(), os.Getenv, logger)
+	if api := envconfig.RuntimeAPI(os.Getenv); api != "" {
+		sc, err := envconfig.ReadStore(os.Getenv)
+		var store storeconfig.Store
+		if err == nil {
+			store, err = openStore(context.Background(), sc, logger)
+		}
 		if err != nil {
 			logger.Error("sns-ingest: opening the store", "err", err)
 			if rerr := initerror.Report(api, err); rerr != nil {
@@ -67,7 +70,7 @@ func main() {
 			}
 			os.Exit(1)
 		}
-		in := ingest.New(store, &ingest.Options{Logger: logger, Tools: registryTools(os.Getenv), Webhooks: wh})
+		in := ingest.New(store, &ingest.Options{Logger: logger, Tools: envconfig.ReadRegistryTools(os.Getenv), Webhooks: wh})
 		lambda.StartHandlerFunc(handler(in, wh, logger))
 		return
 	}
@@ -89,41 +92,16 @@ type env struct {
 	now            func() time.Time
 }
 
-// registryTools reads MCPUSH_REGISTRY_TOOLS, tool names separated by
-// commas (and blanks); nil when unset (the event tools).
-func registryTools(getenv func(string) string) []string {
-	tools := strings.FieldsFunc(getenv("MCPUSH_REGISTRY_TOOLS"), func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
-	if len(tools) == 0 {
-		return nil
-	}
-	return tools
-}
-
-// openStore opens the store named by MCPUSH_STORE, counted into a stats
-// file when MCPUSH_STORE_STATS is set.
-func openStore(ctx context.Context, getenv func(string) string, logger *slog.Logger) (storeconfig.Store, error) {
-	spec := storeSpec(getenv)
-	shards, err := storeconfig.FeedShardsEnv(getenv)
+// openStore opens the store the environment names (envconfig.ReadStore,
+// as the MCP server reads it), counted into a stats file when
+// MCPUSH_STORE_STATS is set.
+func openStore(ctx context.Context, c envconfig.Store, logger *slog.Logger) (storeconfig.Store, error) {
+	store, err := storecount.Open(ctx, c, "sns-ingest", logger)
 	if err != nil {
 		return nil, err
 	}
-	store, err := storecount.Open(ctx, spec, &storeconfig.Options{
-		CreateTable: getenv("MCPUSH_CREATE_TABLE") == "1",
-		FeedShards:  shards,
-	}, getenv("MCPUSH_STORE_STATS"), "sns-ingest", logger)
-	if err != nil {
-		return nil, fmt.Errorf("MCPUSH_STORE=%q: %w", spec, err)
-	}
-	logger.Info("sns-ingest: store", "store", storeconfig.Describe(spec))
+	logger.Info("sns-ingest: store", "store", storeconfig.Describe(c.Spec))
 	return store, nil
-}
-
-// storeSpec is MCPUSH_STORE, or the default store.
-func storeSpec(getenv func(string) string) string {
-	if spec := getenv("MCPUSH_STORE"); spec != "" {
-		return spec
-	}
-	return storeconfig.DefaultSpec
 }
 
 // invocation is what the function is invoked with: an SNS event, or the

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
 	"github.com/mcpush/mcpush/internal/storecount"
+	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
@@ -120,7 +121,11 @@ func (te *testEnv) run(t *testing.T, args ...string) (int, string) {
 	if out == "" {
 		return code, out
 	}
-	store := `,"store":"` + storeconfig.Describe(storeSpec(te.getenv)) + `"}` + "\n"
+	sc, err := envconfig.ReadStore(te.getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := `,"store":"` + storeconfig.Describe(sc.Spec) + `"}` + "\n"
 	if !strings.HasSuffix(out, store) {
 		t.Errorf("summary %q does not end with the store %q", out, store)
 		return code, out

@@ -22,10 +22,36 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	smtypes "github.com/aws/aws-sdk-go-v2/service/secretsmanager/types"
+	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/notify"
 )
+
+// Resolve returns the keys k names, as both mains take them: the keys of
+// MCPUSH_STATE_KEYS; else those of the Secrets Manager secret
+// MCPUSH_STATE_KEYS_SECRET (Load, with the standard AWS configuration;
+// once per cold start, so every sandbox signs with the same key); else
+// the key shared through store (FromStore), so every process on it
+// verifies what the others sign.
+func Resolve(ctx context.Context, k envconfig.StateKeys, store notify.SharedKeys) ([][]byte, error) {
+	switch {
+	case len(k.Keys) > 0:
+		return k.Keys, nil
+	case k.Secret != "":
+		cfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("MCPUSH_STATE_KEYS_SECRET: %w", err)
+		}
+		keys, err := Load(ctx, secretsmanager.NewFromConfig(cfg), k.Secret)
+		if err != nil {
+			return nil, fmt.Errorf("MCPUSH_STATE_KEYS_SECRET: %w", err)
+		}
+		return keys, nil
+	}
+	return FromStore(ctx, store)
+}
 
 // StoreKeyName is the notify.SharedKeys name of the requestState key
 // FromStore shares.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 )
 
@@ -211,16 +212,21 @@ func readStats(name string) (Stats, error) {
 	return st, nil
 }
 
-// Open opens the store of spec (storeconfig.Open) and, when statsDir is
-// set (MCPUSH_STORE_STATS in the mains, a diagnostic for load tests),
-// counts its requests into a stats file of process name in statsDir
-// (Record); logger reports the stats writes that fail.
-func Open(ctx context.Context, spec string, opts *storeconfig.Options, statsDir, name string, logger *slog.Logger) (storeconfig.Store, error) {
-	st, err := storeconfig.Open(ctx, spec, opts)
-	if err != nil || statsDir == "" {
-		return st, err
+// Open opens the store of c (storeconfig.Open of c.Spec, as both mains
+// read it from the environment: envconfig.ReadStore) and, when c.StatsDir
+// is set (MCPUSH_STORE_STATS, a diagnostic for load tests), counts its
+// requests into a stats file of process name in that directory (Record);
+// logger reports the stats writes that fail. Its errors name
+// MCPUSH_STORE.
+func Open(ctx context.Context, c envconfig.Store, name string, logger *slog.Logger) (storeconfig.Store, error) {
+	st, err := storeconfig.Open(ctx, c.Spec, &storeconfig.Options{CreateTable: c.CreateTable, FeedShards: c.FeedShards})
+	if err != nil {
+		return nil, fmt.Errorf("MCPUSH_STORE=%q: %w", c.Spec, err)
 	}
-	counted, _, err := Record(st, statsDir, &RecordOptions{Name: name, Logger: logger})
+	if c.StatsDir == "" {
+		return st, nil
+	}
+	counted, _, err := Record(st, c.StatsDir, &RecordOptions{Name: name, Logger: logger})
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcpush/mcpush/internal/storecount"
+	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
@@ -103,7 +104,7 @@ func TestRecordBadDir(t *testing.T) {
 func TestOpenStats(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := storecount.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"), nil, dir, "test", nil)
+	st, err := storecount.Open(ctx, envconfig.Store{Spec: "sqlite:" + filepath.Join(t.TempDir(), "mcpush.db"), StatsDir: dir}, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,5 +41,6 @@
 // /.well-known/oauth-protected-resource/mcp. See docs/auth.md.
 //
 // The package never reads the environment itself: a main passes
-// os.Getenv to OptionsFromEnv. See docs/lambda.md for the deployment.
+// os.Getenv to OptionsFromEnv, which reads it with package envconfig
+// (where the Mode and Auth types are declared). See docs/lambda.md for the deployment.
 package serve

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/mcpush/mcpush/pkg/serve/initerror"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -20,37 +19,49 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
+	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/oauth"
+	"github.com/mcpush/mcpush/pkg/serve/initerror"
 )
 
-// Lambda modes (LambdaOptions.Mode; MCPUSH_LAMBDA_MODE in OptionsFromEnv).
+// Mode is how a LambdaHandler answers (LambdaOptions.Mode;
+// MCPUSH_LAMBDA_MODE in OptionsFromEnv). It is envconfig.Mode, declared
+// there so that the environment is read in one package that links no MCP
+// code.
+type Mode = envconfig.Mode
+
+// Lambda modes.
 const (
 	// ModeStream serves a Function URL in RESPONSE_STREAM mode through
 	// lambdaurl: SSE events reach the client as they are written.
-	ModeStream = "stream"
+	ModeStream = envconfig.ModeStream
 	// ModeBuffered serves a BUFFERED Function URL or an API Gateway HTTP
 	// API through httpadapter: a response is returned whole, so GET
 	// streams are short polls that end with "retry:".
-	ModeBuffered = "buffered"
+	ModeBuffered = envconfig.ModeBuffered
 )
 
-// Auth modes (LambdaOptions.Auth; MCPUSH_AUTH in OptionsFromEnv), matching
-// the Function URL's AuthType.
+// Auth is who a server takes its callers to be (LambdaOptions.Auth,
+// LocalOptions.Auth; MCPUSH_AUTH in OptionsFromEnv), matching the
+// Function URL's AuthType in Lambda. It is envconfig.Auth.
+type Auth = envconfig.Auth
+
+// Auth modes.
 const (
-	AuthIAM  = "iam"  // AWS_IAM: the signer's IAM ARN is the principal
-	AuthNone = "none" // NONE: callers are anonymous; their quotas count per source IP (mcp.StreamableHandler)
+	AuthIAM  = envconfig.AuthIAM  // AWS_IAM: the signer's IAM ARN is the principal
+	AuthNone = envconfig.AuthNone // NONE: callers are anonymous; their quotas count per source IP (mcp.StreamableHandler)
 	// AuthOAuth: the Function URL's AuthType is NONE and the server is an
 	// OAuth 2.1 resource server (package oauth): a bearer token's
 	// issuer#subject is the principal.
-	AuthOAuth = "oauth"
+	AuthOAuth = envconfig.AuthOAuth
 )
 
 // LambdaOptions configure a LambdaHandler. The zero value serves a
 // RESPONSE_STREAM Function URL with AWS_IAM auth.
 type LambdaOptions struct {
-	Mode string // ModeStream (default) or ModeBuffered
-	Auth string // AuthIAM (default), AuthNone or AuthOAuth
+	Mode Mode // ModeStream (default) or ModeBuffered
+	Auth Auth // AuthIAM (default), AuthNone or AuthOAuth
 	// OAuth configures the token validator of AuthOAuth. An empty
 	// Resource is derived from each request: https://{Host}/mcp.
 	OAuth          oauth.Options
@@ -101,7 +112,7 @@ const (
 // LocalOptions.StreamHold) that holds a stream open until the invocation
 // deadline (or MaxGETStream), however idle: pkg/mcp's negative
 // StreamHold. MCPUSH_STREAM_HOLD=deadline in OptionsFromEnv.
-const StreamHoldDeadline time.Duration = -1
+const StreamHoldDeadline = envconfig.StreamHoldDeadline
 
 // LambdaHandler is the http.Handler of an MCP server in Lambda. It routes
 // /mcp to two StreamableHandlers sharing one Server: GET streams, bounded
@@ -115,7 +126,7 @@ const StreamHoldDeadline time.Duration = -1
 type LambdaHandler struct {
 	srv         *mcp.Server
 	log         *slog.Logger
-	mode        string
+	mode        Mode
 	retry       time.Duration
 	hold        time.Duration // the GET streams' StreamHold, after defaults
 	concurrency int           // invocations served at once (>= 1)
@@ -217,7 +228,7 @@ func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, err
 }
 
 // Mode reports the handler's mode, ModeStream or ModeBuffered.
-func (h *LambdaHandler) Mode() string { return h.mode }
+func (h *LambdaHandler) Mode() Mode { return h.mode }
 
 // StreamHold reports how long an idle GET stream stays open after
 // activity, after defaults: StreamHoldDeadline (negative) holds it to the

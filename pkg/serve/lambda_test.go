@@ -30,7 +30,7 @@ import (
 
 // newTestHandler returns a LambdaHandler in mode whose routes are those of
 // mux (nil: the real ones), and the buffer its logs go to.
-func newTestHandler(t *testing.T, mode string, mux *http.ServeMux) (*LambdaHandler, *bytes.Buffer) {
+func newTestHandler(t *testing.T, mode Mode, mux *http.ServeMux) (*LambdaHandler, *bytes.Buffer) {
 	t.Helper()
 	return newTestHandlerOpts(t, &LambdaOptions{Mode: mode, Auth: AuthIAM}, mux)
 }
@@ -116,7 +116,7 @@ func invoke(h *LambdaHandler, requestID, method, path string, header map[string]
 	return resp.StatusCode, resp.Headers, resp.Body, nil
 }
 
-var modes = []string{ModeStream, ModeBuffered}
+var modes = []Mode{ModeStream, ModeBuffered}
 
 func TestPanicBecomes500(t *testing.T) {
 	mux := http.NewServeMux()
@@ -128,7 +128,7 @@ func TestPanicBecomes500(t *testing.T) {
 		panic("late")
 	})
 	for _, mode := range modes {
-		t.Run(mode, func(t *testing.T) {
+		t.Run(string(mode), func(t *testing.T) {
 			h, logs := newTestHandler(t, mode, mux)
 			code, _, body := serve(t, h, "POST", "/early", nil, "")
 			if code != http.StatusInternalServerError || !strings.Contains(body, `"code":-32603`) || !strings.Contains(body, "req-1") || strings.Contains(body, "early") {
@@ -160,7 +160,7 @@ func TestPanicBecomes500(t *testing.T) {
 func TestLambdaConcurrentInvocations(t *testing.T) {
 	const n = 16
 	for _, mode := range modes {
-		t.Run(mode, func(t *testing.T) {
+		t.Run(string(mode), func(t *testing.T) {
 			var arrived sync.WaitGroup
 			arrived.Add(n)
 			all := make(chan struct{})
@@ -237,7 +237,7 @@ func TestIAMPrincipal(t *testing.T) {
 	})
 	const arn = "arn:aws:sts::123456789012:assumed-role/ops/alice"
 	for _, mode := range modes {
-		t.Run(mode, func(t *testing.T) {
+		t.Run(string(mode), func(t *testing.T) {
 			h, _ := newTestHandler(t, mode, mux)
 			if code, _, body := serve(t, h, "GET", "/whoami", nil, arn); code != 200 || body != arn {
 				t.Errorf("signed: %d %q, want %q", code, body, arn)

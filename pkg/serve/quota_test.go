@@ -22,7 +22,7 @@ import (
 // IP is not; and an anonymous session is usable from another IP.
 func TestAnonymousQuotaPerSourceIP(t *testing.T) {
 	for _, mode := range modes {
-		t.Run(mode, func(t *testing.T) {
+		t.Run(string(mode), func(t *testing.T) {
 			store, err := sqlitestore.New(filepath.Join(t.TempDir(), "mcpush.db"), nil)
 			if err != nil {
 				t.Fatal(err)

@@ -9,10 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/oauth"
 )
@@ -72,7 +72,7 @@ type LocalOptions struct {
 	// Auth is AuthNone (default: every caller is the anonymous
 	// principal) or AuthOAuth. AuthIAM is refused: only Lambda checks
 	// SigV4 signatures.
-	Auth string
+	Auth Auth
 	// OAuth configures the token validator of AuthOAuth. An empty
 	// Resource is http://{the listener's address}/mcp.
 	OAuth oauth.Options
@@ -255,7 +255,8 @@ func NewLogger(w io.Writer) *slog.Logger {
 }
 
 // OptionsFromEnv reads Options from the environment through getenv
-// (os.Getenv in a main; the package itself never reads the environment):
+// (os.Getenv in a main; the package itself never reads the environment)
+// with envconfig.ReadServe, which names the variables:
 //
 //	AWS_LAMBDA_RUNTIME_API   set by Lambda: serve invocations
 //	MCPUSH_ADDR              local address (default 127.0.0.1:8080)
@@ -279,57 +280,48 @@ func NewLogger(w io.Writer) *slog.Logger {
 //	                         the deadline unless MCPUSH_STREAM_HOLD says otherwise
 //
 // logger becomes the logger of both modes. Bad values are errors wrapping
-// ErrBadOption.
+// ErrBadOption and an *envconfig.Error, which names the variable, the
+// value and what it accepts.
 func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, error) {
-	maxGET, err := DurationEnv(getenv, "MCPUSH_MAX_GET_STREAM")
+	c, err := envconfig.ReadServe(getenv)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrBadOption, err)
 	}
-	hold := StreamHoldDeadline
-	if getenv("MCPUSH_STREAM_HOLD") != "deadline" {
-		if hold, err = DurationEnv(getenv, "MCPUSH_STREAM_HOLD"); err != nil {
-			return nil, err
-		}
-	}
-	auth := getenv("MCPUSH_AUTH")
 	oopts := oauth.Options{
-		Issuer:    getenv("MCPUSH_OAUTH_ISSUER"),
-		Resource:  getenv("MCPUSH_RESOURCE_URL"),
-		Scopes:    SplitList(strings.ReplaceAll(getenv("MCPUSH_OAUTH_SCOPES"), " ", ",")),
-		Audiences: SplitList(getenv("MCPUSH_OAUTH_AUDIENCES")),
-		ClientIDs: SplitList(getenv("MCPUSH_OAUTH_CLIENT_IDS")),
+		Issuer:    c.OAuth.Issuer,
+		Resource:  c.OAuth.Resource,
+		Scopes:    c.OAuth.Scopes,
+		Audiences: c.OAuth.Audiences,
+		ClientIDs: c.OAuth.ClientIDs,
 	}
-	if auth == AuthOAuth {
+	if c.Auth == AuthOAuth {
+		// A mode the runtime cannot enforce is refused at start-up,
+		// never served open.
 		if _, err := oauth.New(&oopts); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadOption, err)
 		}
 	}
-	hosts := SplitList(getenv("MCPUSH_ALLOWED_HOSTS"))
-	origins := SplitList(getenv("MCPUSH_ALLOWED_ORIGINS"))
 	o := &Options{
-		RuntimeAPI: getenv("AWS_LAMBDA_RUNTIME_API"),
+		RuntimeAPI: c.RuntimeAPI,
 		Lambda: LambdaOptions{
-			Mode:           getenv("MCPUSH_LAMBDA_MODE"),
-			Auth:           auth,
+			Mode:           c.Mode,
+			Auth:           c.Auth,
 			OAuth:          oopts,
-			AllowedHosts:   hosts,
-			AllowedOrigins: origins,
-			MaxGETStream:   maxGET,
-			StreamHold:     hold,
+			AllowedHosts:   c.AllowedHosts,
+			AllowedOrigins: c.AllowedOrigins,
+			MaxGETStream:   c.MaxGETStream,
+			StreamHold:     c.StreamHold,
 			Logger:         logger,
 		},
 		Local: LocalOptions{
-			Addr:           getenv("MCPUSH_ADDR"),
-			Auth:           auth,
+			Addr:           c.Addr,
+			Auth:           c.Auth,
 			OAuth:          oopts,
-			AllowedHosts:   hosts,
-			AllowedOrigins: origins,
-			StreamHold:     hold,
+			AllowedHosts:   c.AllowedHosts,
+			AllowedOrigins: c.AllowedOrigins,
+			StreamHold:     c.StreamHold,
 			Logger:         logger,
 		},
-	}
-	if o.Lambda.Mode == "" {
-		o.Lambda.Mode = ModeStream
 	}
 	if o.Lambda.Auth == "" {
 		o.Lambda.Auth = AuthIAM
@@ -337,53 +329,8 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 	if o.Local.Auth == "" {
 		o.Local.Auth = AuthNone
 	}
-	if n := MaxConcurrency(getenv); n > 1 {
-		o.Lambda.MaxConcurrency = n // Lambda Managed Instances
-	}
-	// A bad auth mode is refused at start-up, never served open.
-	if o.RuntimeAPI == "" {
-		if o.Local.Auth != AuthNone && o.Local.Auth != AuthOAuth {
-			return nil, fmt.Errorf("%w: MCPUSH_AUTH=%q: the local server takes %q or %q (%q needs a Lambda Function URL with AuthType AWS_IAM)", ErrBadOption, auth, AuthNone, AuthOAuth, AuthIAM)
-		}
-	} else if a := o.Lambda.Auth; a != AuthIAM && a != AuthNone && a != AuthOAuth {
-		return nil, fmt.Errorf("%w: MCPUSH_AUTH=%q: want %q, %q or %q", ErrBadOption, auth, AuthIAM, AuthNone, AuthOAuth)
+	if c.MaxConcurrency > 1 {
+		o.Lambda.MaxConcurrency = c.MaxConcurrency // Lambda Managed Instances
 	}
 	return o, nil
-}
-
-// MaxConcurrency reads AWS_LAMBDA_MAX_CONCURRENCY through getenv the way
-// aws-lambda-go does (lambdacontext.MaxConcurrency): a positive integer,
-// else 1. Lambda Managed Instances set it from the function's
-// PerExecutionEnvironmentMaxConcurrency; on-demand Lambda does not set it.
-func MaxConcurrency(getenv func(string) string) int {
-	n, err := strconv.Atoi(getenv("AWS_LAMBDA_MAX_CONCURRENCY"))
-	if err != nil || n < 1 {
-		return 1
-	}
-	return n
-}
-
-// SplitList splits a comma-separated list, dropping blanks.
-func SplitList(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// DurationEnv reads the Go duration ("5s") named name through getenv;
-// unset is 0. A bad or negative value is an error wrapping ErrBadOption.
-func DurationEnv(getenv func(string) string, name string) (time.Duration, error) {
-	v := getenv(name)
-	if v == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%w: %s=%q: want a duration such as 5s or 10m", ErrBadOption, name, v)
-	}
-	return d, nil
 }

@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,9 +33,6 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
 )
-
-// DefaultSpec is the store used when MCPUSH_STORE is not set.
-const DefaultSpec = "sqlite:.mcpush/mcpush.db"
 
 // Options tune Open.
 type Options struct {
@@ -55,21 +51,6 @@ type Options struct {
 	// (dynamostore.Options.FeedShards, MCPUSH_FEED_SHARDS); zero means
 	// dynamostore.DefaultFeedShards. SQLite ignores it.
 	FeedShards int
-}
-
-// FeedShardsEnv reads MCPUSH_FEED_SHARDS through getenv for
-// Options.FeedShards: unset is 0 (the default); otherwise 1 to
-// dynamostore.MaxFeedShards.
-func FeedShardsEnv(getenv func(string) string) (int, error) {
-	v := getenv("MCPUSH_FEED_SHARDS")
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > dynamostore.MaxFeedShards {
-		return 0, fmt.Errorf("MCPUSH_FEED_SHARDS=%q: want an integer from 1 to %d (every process on one table must use the same)", v, dynamostore.MaxFeedShards)
-	}
-	return n, nil
 }
 
 // DefaultCheckTimeout is the default Options.CheckTimeout: a reachable

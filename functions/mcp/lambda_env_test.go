@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpush/mcpush/internal/lambdatest"
+	"github.com/mcpush/mcpush/internal/testenv"
+)
+
+// TestLambdaEnvBothMains: the variables both mains read (the store, the
+// state keys, the webhook origins) are read the same way by each, through
+// package envconfig: the same bad value fails both at init with the same
+// message, which names the variable, the value (a key's never) and what
+// it accepts.
+func TestLambdaEnvBothMains(t *testing.T) {
+	bins := map[string]string{
+		"mcp":        testenv.BuildBinary(t, "./functions/mcp"),
+		"sns-ingest": testenv.BuildBinary(t, "./functions/sns-ingest"),
+	}
+	key := strings.Repeat("k", 32)
+	for _, tc := range []struct {
+		name string
+		env  []string // with MCPUSH_STORE unless the case is about it
+		want string
+	}{
+		{"no store", nil, `MCPUSH_STORE is not set: want dynamodb:TABLE in Lambda (template.yaml sets it)`},
+		{"create table", []string{"MCPUSH_CREATE_TABLE=yes"}, `MCPUSH_CREATE_TABLE="yes": want 1 (create a missing DynamoDB table) or 0`},
+		{"feed shards", []string{"MCPUSH_FEED_SHARDS=0"}, `MCPUSH_FEED_SHARDS="0": want an integer from 1 to 512 (every process on one table must use the same)`},
+		{"short key", []string{"MCPUSH_STATE_KEYS=short-secret"}, `MCPUSH_STATE_KEYS: want comma-separated keys of at least 32 characters each (a requestState key must be at least 32 characters)`},
+		{"keys and secret", []string{"MCPUSH_STATE_KEYS=" + key, "MCPUSH_STATE_KEYS_SECRET=mcpush-keys"}, `MCPUSH_STATE_KEYS: want unset when MCPUSH_STATE_KEYS_SECRET is set (set one of them, not both)`},
+		{"webhook allow", []string{"MCPUSH_WEBHOOK_ALLOW=ftp://x"}, `MCPUSH_WEBHOOK_ALLOW="ftp://x": want comma-separated origins such as http://127.0.0.1:9000: webhook: invalid MCPUSH_WEBHOOK_ALLOW: "ftp://x": scheme "ftp" is not http or https`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for name, bin := range bins {
+				env := tc.env
+				if tc.name != "no store" {
+					env = append(env, "MCPUSH_STORE=sqlite:"+filepath.Join(t.TempDir(), "mcpush.db"))
+				}
+				f := lambdatest.StartFunction(t, bin, env...)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				rep, err := f.API.InitError(ctx)
+				cancel()
+				if err != nil {
+					t.Errorf("%s: no init error: %v", name, err)
+					continue
+				}
+				if rep.Message != tc.want {
+					t.Errorf("%s: init error %q\nwant %q", name, rep.Message, tc.want)
+				}
+				if strings.Contains(rep.Message, "short-secret") || strings.Contains(rep.Message, key) {
+					t.Errorf("%s: the init error shows a key", name)
+				}
+			}
+		})
+	}
+}
