@@ -17,16 +17,6 @@ import (
 	"golang.org/x/oauth2"
 )
 
-// ErrSessionNotFound is returned (wrapped) when the server answers a
-// request of the session with HTTP 404: the session expired, was deleted,
-// or never existed on that server. The session cannot be used any more;
-// connect again, or set ClientOptions.Reconnect to have the client
-// re-initialize (and re-subscribe) by itself.
-var ErrSessionNotFound = errors.New("mcp: session not found")
-
-// ErrClientClosed is returned by calls on a ClientSession after Close.
-var ErrClientClosed = errors.New("mcp: client session closed")
-
 // HTTPError is a non-2xx HTTP answer the client could not act on.
 type HTTPError struct {
 	Status int
@@ -485,11 +475,6 @@ func (cs *ClientSession) ListResourceTemplates(ctx context.Context) ([]*Resource
 		return r.ResourceTemplates, r.NextCursor
 	})
 }
-
-// ErrListTooLarge is returned (wrapped) by a List call (ListTools, ...)
-// whose pages exceed ClientOptions.MaxListBytes or MaxListItems, or 1000
-// pages, or whose nextCursor exceeds MaxCursorBytes.
-var ErrListTooLarge = errors.New("mcp: list too large")
 
 func listAll[R any, T any](ctx context.Context, cs *ClientSession, method string, items func(*R) ([]T, string)) ([]T, error) {
 	o := &cs.c.opts

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,10 +35,6 @@ type AuthChallenge struct {
 	// "insufficient_scope"), if any.
 	Error string
 }
-
-// ErrUnauthorizedRetry is returned (wrapped) when the server refuses a
-// request again right after the Authorizer gave a new token source.
-var ErrUnauthorizedRetry = errors.New("mcp: the server refused the new token")
 
 // ParseChallenge reads the Bearer challenge of a 401 or 403 response; nil
 // if it has none.

@@ -44,10 +44,6 @@ type PollLoopOptions struct {
 // DefaultPollFloor is the default PollLoopOptions.MinInterval.
 const DefaultPollFloor = time.Second
 
-// ErrStopPolling, returned by a PollLoop handler, ends the loop without
-// an error.
-var ErrStopPolling = errors.New("mcp: stop polling")
-
 // PollLoop polls the subscription p (its Cursor is where it starts: nil
 // is now) until ctx ends or handle returns an error. handle gets every
 // result in order, events or not: its Cursor is the one to persist. When
@@ -138,10 +134,6 @@ func (e *EventsTerminatedError) Error() string {
 }
 
 func (e *EventsTerminatedError) Unwrap() error { return e.Err }
-
-// ErrStopStreaming, returned by a StreamEvents handler, ends the stream
-// without an error.
-var ErrStopStreaming = errors.New("mcp: stop streaming")
 
 // StreamEvents holds the push subscription p (events/stream; its Cursor
 // is where it starts: nil is now) until ctx ends, handle returns an

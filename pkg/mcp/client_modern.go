@@ -57,9 +57,6 @@ const (
 // maxInputRounds bounds the input_required rounds of one request.
 const maxInputRounds = 10
 
-// errNotModern reports a server/discover answer without 2026-07-28.
-var errNotModern = errors.New("the server does not list protocol version " + clientStatelessVersion)
-
 func (cs *ClientSession) isModern() bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()

@@ -19,9 +19,6 @@ type sseEvent struct {
 	Retry time.Duration
 }
 
-// errEventTooLarge reports an SSE event over maxEventBytes.
-var errEventTooLarge = errors.New("mcp: SSE event too large")
-
 // maxEventBytes bounds one SSE event a client buffers (16 MiB).
 const maxEventBytes = 16 << 20
 

@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -35,9 +34,6 @@ type Task struct {
 func (t *Task) Terminal() bool {
 	return t.Status == "completed" || t.Status == "failed" || t.Status == "cancelled"
 }
-
-// ErrTaskCancelled is AwaitTask's error for a task that was cancelled.
-var ErrTaskCancelled = errors.New("mcp: the task was cancelled")
 
 // maxClientPoll bounds the interval between two tasks/get of AwaitTask,
 // whatever the server suggests.

@@ -251,10 +251,6 @@ type streamState struct {
 	maxEvents int
 }
 
-// errUndecodable reports an SSE event whose data is not JSON-RPC: the
-// stream is not an MCP stream, and resuming it would only read more.
-var errUndecodable = errors.New("mcp: undecodable SSE event")
-
 // readResponse reads the answer to the request with id key from resp: a
 // JSON body, or an SSE stream that carries the requests and notifications
 // related to the request before its response. A stream that ends early is
@@ -341,9 +337,6 @@ func errOrEnd(err error) any {
 	}
 	return err
 }
-
-// errTooManyEvents reports a request's stream over MaxStreamMessages.
-var errTooManyEvents = errors.New("mcp: too many events on the stream of one request")
 
 // readStream reads SSE events from r, handling every message that is not
 // the response with id key, until that response (returned) or the end
@@ -607,13 +600,6 @@ func (b *idleBody) Close() error {
 	b.cancel(nil)
 	return err
 }
-
-// ErrCrossOriginRedirect is returned (wrapped) for a redirect to another
-// origin than the request's (scheme, host, port): the client does not
-// follow it, so that the headers it adds (ClientOptions.Header: API keys,
-// tokens) and request signatures reach only the server they were meant
-// for.
-var ErrCrossOriginRedirect = errors.New("mcp: redirect to another origin refused")
 
 // sameOriginRedirect is the client's http.Client.CheckRedirect: at most
 // 10 redirects, each within the first request's origin.

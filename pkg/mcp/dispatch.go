@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -202,21 +203,52 @@ func (s *Server) touchWithin(ctx context.Context, ss *ServerSession, remaining t
 	}
 }
 
-// runRequest runs one client request and returns the encoded response,
-// or nil when the client cancelled it.
+// A response is runRequest's answer to one request: a result, or the
+// error the request failed with. Its transport encodes it (encode) as the
+// body of a plain JSON answer, with the status errorStatus gives err
+// (write), as an SSE event, or as a member of a batch.
+type response struct {
+	id     json.RawMessage
+	result json.RawMessage // when err is nil
+	// err is a *Error the client gets in the response, or a *refusal
+	// (a store that was unavailable: 503 with Retry-After).
+	err error
+}
+
+// encode returns r as a JSON-RPC response message of era.
+func (r *response) encode(era Era) []byte {
+	if r.err == nil {
+		return encodeResponse(r.id, r.result, nil)
+	}
+	_, e := rpcError(era, r.err)
+	return encodeResponse(r.id, nil, e)
+}
+
+// write answers with r as a plain JSON body of era: 200 for a result,
+// the status of errorStatus for an error.
+func (r *response) write(w http.ResponseWriter, era Era) {
+	if r.err != nil {
+		writeError(w, era, r.id, r.err)
+		return
+	}
+	writeJSON(w, http.StatusOK, r.encode(era))
+}
+
+// runRequest runs one client request and returns its response, or nil
+// when the client cancelled it.
 // Related messages (progress, logs, server-to-client requests) go to out.
-func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, out sink) []byte {
+func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, out sink) *response {
 	c := &call{sess: ss, id: m.ID, out: out, method: m.Method}
 	if ss.stateless {
 		var err error
 		if c.inputResponses, c.state, c.answers, err = s.readRetry(ss, m); err != nil {
-			return encodeResponse(m.ID, nil, err.(*Error))
+			return &response{id: m.ID, err: err}
 		}
 	}
 	var pm paramsMeta
 	if len(m.Params) > 0 && json.Unmarshal(m.Params, &pm) == nil && pm.Meta != nil && len(pm.Meta.ProgressToken) > 0 {
 		if !validProgressToken(pm.Meta.ProgressToken) {
-			return encodeResponse(m.ID, nil, Errorf(CodeInvalidParams, "invalid params: _meta.progressToken must be a string or an integer of at most %d bytes", MaxProgressTokenBytes))
+			return &response{id: m.ID, err: Errorf(CodeInvalidParams, "invalid params: _meta.progressToken must be a string or an integer of at most %d bytes", MaxProgressTokenBytes)}
 		}
 		c.progressToken = pm.Meta.ProgressToken
 		c.progress = &progressThrottle{
@@ -265,31 +297,20 @@ func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, 
 	case err == nil:
 		return encodeResult(ss, m, result)
 	case errors.As(err, &rpcErr):
-		if rpcErr.Code == CodeResourceNotFound && ss.Era() == Era2026 {
-			// SEP-2164: the 2026 era reports an unknown resource as
-			// invalid params.
-			e := *rpcErr
-			e.Code = CodeInvalidParams
-			rpcErr = &e
-		}
-	default:
-		rpcErr = s.internalError(ctx, "request failed", err, "session", ss.ID(), "method", m.Method)
+		// Its code as the era has it (errorStatus).
+		return &response{id: m.ID, err: rpcErr}
 	}
-	return encodeResponse(m.ID, nil, rpcErr)
+	return &response{id: m.ID, err: s.requestFailure(ctx, "request failed", err, "session", ss.ID(), "method", m.Method)}
 }
 
-// ErrStatelessOnly reports a feature of the 2026 era used while serving a
-// 2025-era session.
-var ErrStatelessOnly = errors.New("mcp: only 2026-era requests support this")
-
-// encodeResult encodes a successful response, with the members the
-// session's era requires on results.
-func encodeResult(ss *ServerSession, m *Message, result any) []byte {
+// encodeResult is the response of a request that succeeded, with the
+// members the session's era requires on results.
+func encodeResult(ss *ServerSession, m *Message, result any) *response {
 	raw, err := json.Marshal(result)
 	if err != nil {
-		return encodeResponse(m.ID, nil, Errorf(CodeInternalError, "internal error: encoding result: %v", err))
+		return &response{id: m.ID, err: Errorf(CodeInternalError, "internal error: encoding result: %v", err)}
 	}
-	return encodeResponse(m.ID, version(ss.ProtocolVersion()).decorate(m.Method, raw), nil)
+	return &response{id: m.ID, result: version(ss.ProtocolVersion()).decorate(m.Method, raw)}
 }
 
 // watchCancel polls the store for a cancellation of the request that

@@ -318,21 +318,15 @@ var eventsStreamCapabilities = json.RawMessage(`{"extensions":{"` + EventsExtens
 func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) {
 	ctx := r.Context()
 	s := h.srv
-	refuse := func(e *Error) {
-		status := http.StatusOK
-		if version(ss.ProtocolVersion()).era() == Era2026 {
-			status = httpStatus(e)
-		}
-		writeJSON(w, status, encodeResponse(m.ID, nil, e))
-	}
+	era := ss.Era()
 	es, truncated, err := s.checkEventStream(ctx, ss, m)
 	var rpcErr *Error
 	if errors.As(err, &rpcErr) {
-		refuse(rpcErr)
+		writeError(w, era, m.ID, rpcErr)
 		return
 	}
 	if err != nil {
-		h.storeFailureID(ctx, w, m.ID, err, "opening events stream")
+		h.storeFailure(ctx, w, era, m.ID, err, "opening events stream")
 		return
 	}
 	h.streams.Add(1)
@@ -341,18 +335,18 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	err = s.allowListen(ctx, owner)
 	var quota *errListenQuota
 	if errors.As(err, &quota) {
-		rateLimited(w, listenQuotaRetry, quota.Error())
+		writeError(w, era, nil, rateLimited(listenQuotaRetry, quota.Error()))
 		return
 	}
 	process, err := s.holdLiveness(ctx)
 	if err != nil {
-		h.storeFailureID(ctx, w, m.ID, err, "storing the liveness record")
+		h.storeFailure(ctx, w, era, m.ID, err, "storing the liveness record")
 		return
 	}
 	defer s.releaseLiveness(ctx)
 	hashes, err := s.store.RegistryHashes(ctx)
 	if err != nil {
-		h.storeFailureID(ctx, w, m.ID, err, "reading registry hashes")
+		h.storeFailure(ctx, w, era, m.ID, err, "reading registry hashes")
 		return
 	}
 	ttl := h.listenTTL()
@@ -374,7 +368,7 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 		Subscriptions:  []string{topicURI(es.e.Topic)},
 	}
 	if err := s.store.CreateSession(ctx, st); err != nil {
-		h.storeFailureID(ctx, w, m.ID, err, "creating the events stream's backing session")
+		h.storeFailure(ctx, w, era, m.ID, err, "creating the events stream's backing session")
 		return
 	}
 	es.l = &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: m.ID,
@@ -384,7 +378,7 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	first, err := es.start(ctx, truncated)
 	if err != nil {
 		es.l.close(ctx)
-		h.storeFailureID(ctx, w, m.ID, err, "reading the event type's topic")
+		h.storeFailure(ctx, w, era, m.ID, err, "reading the event type's topic")
 		return
 	}
 	es.heartbeat = h.heartbeatEvery()

@@ -31,7 +31,7 @@ const readBatch = 100
 
 func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, principal string) {
 	if !accepts(r, "text/event-stream") {
-		httpError(w, http.StatusNotAcceptable, CodeInvalidRequest, "Not Acceptable: Accept must include text/event-stream")
+		writeError(w, Era2025, nil, refuse(errNotAcceptable, "Not Acceptable: Accept must include text/event-stream"))
 		return
 	}
 	// One read: the session, with the head of its GET stream log.
@@ -44,7 +44,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 		var ok bool
 		resume = true
 		if stream, after, ok = parseEventID(last); !ok {
-			httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: malformed Last-Event-ID "+clipText(last, 128))
+			writeError(w, Era2025, nil, refuse(errBadRequest, "Bad Request: malformed Last-Event-ID "+clipText(last, 128)))
 			return
 		}
 		if stream != getStream && !h.checkResume(r.Context(), w, ss, stream, after) {
@@ -52,7 +52,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 		}
 	}
 	if !h.open.acquire(ss.ID(), h.srv.opts.Limits.MaxStreamsPerSession, 0) {
-		tooMany(w, "too many streams open for this session")
+		writeError(w, Era2025, nil, tooMany("too many streams open for this session"))
 		return
 	}
 	defer h.open.release(ss.ID())
@@ -68,14 +68,14 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 		// running stops at our record without writing more.
 		seq, _, err := h.srv.store.Append(ctx, ss.ID(), getStream, [][]byte{takeover}, nil)
 		if err != nil {
-			h.storeFailure(w, r, err, "opening GET stream", "session", ss.ID())
+			h.storeFailure(ctx, w, Era2025, nil, err, "opening GET stream", "session", ss.ID())
 			return
 		}
 		h.srv.watcher.wake(ss.ID()) // a stream of this process it takes over ends at once
 		mine = seq
 		fresh, err := h.srv.store.GetSession(ctx, ss.ID())
 		if err != nil {
-			h.storeFailure(w, r, err, "opening GET stream", "session", ss.ID())
+			h.storeFailure(ctx, w, Era2025, nil, err, "opening GET stream", "session", ss.ID())
 			return
 		}
 		ss.state = fresh

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/mcpush/mcpush/pkg/notify"
 )
@@ -17,86 +16,73 @@ import (
 // next try may as well come soon.
 const storeRetryAfter = 1
 
-// storeFailure answers a request whose store operation failed. It is the
-// one place that maps store errors to HTTP: a missing (deleted, expired)
-// session is 404 "Session not found", so the client starts a new one; an
-// item too large is 413; any other failure (a busy, throttled or
-// unreachable store, notify.ErrUnavailable) is 503 with Retry-After and an
-// error id, so the client retries the same session instead of abandoning
-// it.
-func (h *StreamableHandler) storeFailure(w http.ResponseWriter, r *http.Request, err error, op string, attrs ...any) {
-	h.storeFailureID(r.Context(), w, nil, err, op, attrs...)
-}
+// authRetryAfter is the Retry-After, in seconds, of a request refused
+// with ErrAuthUnavailable.
+const authRetryAfter = 5
 
-// storeFailureID is storeFailure answering the request of context ctx
-// with JSON-RPC id id (nil: none).
-func (h *StreamableHandler) storeFailureID(ctx context.Context, w http.ResponseWriter, id json.RawMessage, err error, op string, attrs ...any) {
-	switch {
-	case errors.Is(err, notify.ErrNotFound):
-		writeJSON(w, http.StatusNotFound, encodeResponse(id, nil, &Error{Code: CodeInvalidRequest, Message: "Session not found"}))
-	case errors.Is(err, notify.ErrTooLarge):
-		writeJSON(w, http.StatusRequestEntityTooLarge, encodeResponse(id, nil, &Error{Code: CodeInvalidRequest, Message: "Request Entity Too Large: " + err.Error()}))
-	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		// The client left; nobody reads an answer.
+// storeFailure answers the request of context ctx with JSON-RPC id id
+// (nil: none), in era, whose store operation op failed with err, by the
+// status errorStatus gives the store's error: a missing (deleted,
+// expired) session is 404 "Session not found", so the client starts a
+// new one; an item too large is 413; any other failure (a busy, throttled
+// or unreachable store, notify.ErrUnavailable) is 503 with Retry-After
+// and an error id, logged with err, so the client retries the same
+// session instead of abandoning it. A client that left gets nothing.
+func (h *StreamableHandler) storeFailure(ctx context.Context, w http.ResponseWriter, era Era, id json.RawMessage, err error, op string, attrs ...any) {
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return // the client left; nobody reads an answer
+	}
+	f := &refusal{kind: err}
+	switch status, _ := errorStatus(era, f); status {
+	case http.StatusNotFound:
+		f.msg = "Session not found"
+	case http.StatusRequestEntityTooLarge:
+		f.msg = "Request Entity Too Large: " + err.Error()
 	default:
 		e := h.srv.internalError(ctx, op, err, attrs...)
-		w.Header().Set("Retry-After", strconv.Itoa(storeRetryAfter))
-		writeJSON(w, http.StatusServiceUnavailable, encodeResponse(id, nil, e))
+		f.msg, f.data, f.retryAfter = e.Message, e.Data, storeRetryAfter
 	}
+	writeError(w, era, id, f)
 }
 
-// authFailure answers a request the Authenticator refused: 403 for
-// ErrInsufficientScope, 503 with Retry-After for ErrAuthUnavailable, 401
-// otherwise, with the error's WWW-Authenticate challenge if it has one.
-func authFailure(w http.ResponseWriter, err error) {
+// authFailure answers a request the Authenticator refused with err, by
+// the status errorStatus gives it (403 for ErrInsufficientScope, 503 with
+// Retry-After for ErrAuthUnavailable, 401 otherwise), with the error's
+// WWW-Authenticate challenge if it has one.
+func authFailure(w http.ResponseWriter, era Era, err error) {
 	var c Challenger
 	if errors.As(err, &c) {
 		if v := c.WWWAuthenticate(); v != "" {
 			w.Header().Set("WWW-Authenticate", v)
 		}
 	}
-	switch {
-	case errors.Is(err, ErrInsufficientScope):
-		httpError(w, http.StatusForbidden, CodeInvalidRequest, "Forbidden: "+err.Error())
-	case errors.Is(err, ErrAuthUnavailable):
-		w.Header().Set("Retry-After", "5")
-		httpError(w, http.StatusServiceUnavailable, CodeInternalError, "Service Unavailable: "+err.Error())
-	default:
-		httpError(w, http.StatusUnauthorized, CodeInvalidRequest, "Unauthorized: "+err.Error())
+	f := &refusal{kind: ErrUnauthorized, cause: err}
+	status, _ := errorStatus(era, f)
+	f.msg = http.StatusText(status) + ": " + err.Error()
+	if status == http.StatusServiceUnavailable {
+		f.retryAfter = authRetryAfter
 	}
+	writeError(w, era, nil, f)
 }
 
 // unavailableError is the JSON-RPC error of a request that failed because
 // the store was unavailable (notify.ErrUnavailable), logged under id: an
-// internal error whose data carries "retryAfter", which makes a plain JSON
-// answer 503 with Retry-After (responseStatus).
+// internal error whose data carries "retryAfter" (storeRetryAfter, which
+// a plain JSON answer also sends as Retry-After with its 503).
 func unavailableError(id string) *Error {
 	data, _ := json.Marshal(map[string]any{"errorId": id, "retryAfter": storeRetryAfter})
 	return &Error{Code: CodeInternalError, Message: "Service Unavailable: the store is busy or unreachable; retry (id " + id + ")", Data: data}
 }
 
-// responseStatus is the HTTP status of a plain JSON response resp, by the
-// error it carries, if any: 503, with Retry-After set on w, for an
-// unavailableError; otherwise what httpStatus gives for the protocol era
-// (era2026; a 2025-era response is 200).
-func responseStatus(w http.ResponseWriter, resp []byte, era2026 bool) int {
-	var m struct {
-		Error *Error `json:"error"`
+// requestFailure is the answer to a request whose handler failed with
+// err, which is not a *Error: err is logged under an error id (with msg
+// and attrs) and the client gets an internal error naming the id, in the
+// response; for a store that was unavailable it gets a refusal (503 with
+// Retry-After where the answer is plain JSON), which it retries.
+func (s *Server) requestFailure(ctx context.Context, msg string, err error, attrs ...any) error {
+	e := s.internalError(ctx, msg, err, attrs...)
+	if errors.Is(err, notify.ErrUnavailable) {
+		return &refusal{kind: notify.ErrUnavailable, msg: e.Message, data: e.Data, retryAfter: storeRetryAfter}
 	}
-	if json.Unmarshal(resp, &m) != nil || m.Error == nil {
-		return http.StatusOK
-	}
-	if m.Error.Code == CodeInternalError && len(m.Error.Data) > 0 {
-		var d struct {
-			RetryAfter int `json:"retryAfter"`
-		}
-		if json.Unmarshal(m.Error.Data, &d) == nil && d.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(d.RetryAfter))
-			return http.StatusServiceUnavailable
-		}
-	}
-	if era2026 {
-		return httpStatus(m.Error)
-	}
-	return http.StatusOK
+	return e
 }

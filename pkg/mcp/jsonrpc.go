@@ -29,17 +29,6 @@ const (
 	MaxErrorMessageBytes = 512
 )
 
-// JSON-RPC 2.0 error codes, and the MCP codes built on them.
-const (
-	CodeParseError     = -32700 // invalid JSON
-	CodeInvalidRequest = -32600 // not a valid JSON-RPC message
-	CodeMethodNotFound = -32601
-	CodeInvalidParams  = -32602
-	CodeInternalError  = -32603
-	// CodeResourceNotFound is MCP's code for resources/read of an unknown URI.
-	CodeResourceNotFound = -32002
-)
-
 // Error is a JSON-RPC error object. A handler that returns an *Error sends
 // it to the client as is; any other error becomes CodeInternalError.
 type Error struct {

@@ -182,16 +182,16 @@ func (g *gauge) release(key string) {
 	g.total--
 }
 
-// tooMany answers 429 with Retry-After: the client may try again soon.
-func tooMany(w http.ResponseWriter, msg string) {
-	w.Header().Set("Retry-After", "1")
-	httpError(w, http.StatusTooManyRequests, CodeInvalidRequest, "Too Many Requests: "+msg)
+// tooMany is a refusal of a request over a bound (429) with Retry-After:
+// the client may try again soon.
+func tooMany(msg string) *refusal {
+	return &refusal{kind: errTooManyRequests, msg: "Too Many Requests: " + msg, retryAfter: 1}
 }
 
 // readBody reads a POST body within max bytes and, where the transport
-// supports read deadlines, within timeout. The error is what to answer:
-// 413, 408 or 400.
-func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, int, string) {
+// supports read deadlines, within timeout. The error is the refusal to
+// answer: 413, 408 or 400.
+func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
@@ -199,7 +199,7 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Du
 		if deadline {
 			rc.SetReadDeadline(time.Time{}) // the stream that may follow is not bound by it
 		}
-		return body, 0, ""
+		return body, nil
 	}
 	// The deadline stays: the server must not wait for the rest of a
 	// trickled body before it answers and closes.
@@ -208,9 +208,9 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Du
 	var ne net.Error
 	switch {
 	case errors.As(err, &tooBig):
-		return nil, http.StatusRequestEntityTooLarge, "Request Entity Too Large: the body exceeds " + itoa(max) + " bytes"
+		return nil, refuse(errBodyTooLarge, "Request Entity Too Large: the body exceeds "+itoa(max)+" bytes")
 	case errors.As(err, &ne) && ne.Timeout():
-		return nil, http.StatusRequestTimeout, "Request Timeout: the body was not read within " + timeout.String()
+		return nil, refuse(errBodyTimeout, "Request Timeout: the body was not read within "+timeout.String())
 	}
-	return nil, http.StatusBadRequest, "Bad Request: reading body: " + err.Error()
+	return nil, refuse(errUnreadableBody, "Bad Request: reading body: "+err.Error())
 }

@@ -544,8 +544,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 		err = missingTasksCapability("taskIds need it")
 	}
 	if err != nil {
-		e := err.(*Error)
-		writeJSON(w, httpStatus(e), encodeResponse(m.ID, nil, e))
+		writeError(w, Era2026, m.ID, err)
 		return
 	}
 	// Close waits for the backing session's deletion too: defers run last
@@ -555,11 +554,11 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 	l, err := h.srv.openListen(ctx, ss, quotaPrincipal(r, ss.Principal()), m.ID, f, h.listenTTL())
 	var quota *errListenQuota
 	if errors.As(err, &quota) {
-		rateLimited(w, listenQuotaRetry, quota.Error())
+		writeError(w, Era2026, nil, rateLimited(listenQuotaRetry, quota.Error()))
 		return
 	}
 	if err != nil {
-		h.storeFailureID(ctx, w, m.ID, err, "opening listen stream")
+		h.storeFailure(ctx, w, Era2026, m.ID, err, "opening listen stream")
 		return
 	}
 	// Last (defers run last first): once the stream is closed or parked.

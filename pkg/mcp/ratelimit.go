@@ -3,7 +3,6 @@ package mcp
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -92,9 +91,9 @@ func (rl *rateLimiter) allow(ctx context.Context, key string, limit int, window 
 	return true, 0
 }
 
-// rateLimited answers 429 with Retry-After (whole seconds, at least 1).
-func rateLimited(w http.ResponseWriter, retry time.Duration, what string) {
+// rateLimited is a refusal of a request over a rate or a quota (429) with
+// Retry-After retry (whole seconds, at least 1).
+func rateLimited(retry time.Duration, what string) *refusal {
 	secs := max(int64((retry+time.Second-1)/time.Second), 1)
-	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	httpError(w, http.StatusTooManyRequests, CodeInvalidRequest, "Too Many Requests: "+what+"; retry after "+strconv.FormatInt(secs, 10)+"s")
+	return &refusal{kind: errTooManyRequests, msg: "Too Many Requests: " + what + "; retry after " + strconv.FormatInt(secs, 10) + "s", retryAfter: int(secs)}
 }

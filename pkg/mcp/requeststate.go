@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"strings"
 	"time"
 
@@ -18,21 +17,6 @@ import (
 // request, another principal, or after StateTTL. The key is shared by
 // every process (ServerOptions.StateKeys): the first key signs, every key
 // verifies, so keys rotate without breaking requests in flight.
-
-// Errors of a rejected requestState. They reach the client as the message
-// of an invalid-params error.
-var (
-	// ErrStateMalformed: the token is not one this server issues.
-	ErrStateMalformed = errors.New("malformed requestState")
-	// ErrStateSignature: no key verifies the token (forged, tampered
-	// with, or signed with a key that is no longer configured).
-	ErrStateSignature = errors.New("requestState signature does not verify")
-	// ErrStateExpired: the token's expiry has passed.
-	ErrStateExpired = errors.New("requestState has expired")
-	// ErrStateMismatch: the token belongs to another method, name or
-	// principal.
-	ErrStateMismatch = errors.New("requestState belongs to another request")
-)
 
 // stateBody is the signed content of a requestState.
 type stateBody struct {

@@ -29,11 +29,7 @@ func (h *StreamableHandler) checkResume(ctx context.Context, w http.ResponseWrit
 	from := max(after-1, 0)
 	evs, err := h.srv.store.ReadEvents(ctx, ss.ID(), stream, from, 2)
 	if err != nil {
-		if errors.Is(err, notify.ErrNotFound) {
-			httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
-			return false
-		}
-		h.storeFailureID(ctx, w, nil, err, "reading stream log", "session", ss.ID())
+		h.storeFailure(ctx, w, Era2025, nil, err, "reading stream log", "session", ss.ID())
 		return false
 	}
 	ok := len(evs) > 0
@@ -41,7 +37,7 @@ func (h *StreamableHandler) checkResume(ctx context.Context, w http.ResponseWrit
 		ok = evs[0].Seq == after && !isResponse(evs[0].Data)
 	}
 	if !ok {
-		httpError(w, http.StatusNotFound, CodeInvalidRequest, "Not Found: no stream to resume at this Last-Event-ID")
+		writeError(w, Era2025, nil, refuse(errNoStream, "Not Found: no stream to resume at this Last-Event-ID"))
 	}
 	return ok
 }

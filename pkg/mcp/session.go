@@ -177,15 +177,6 @@ type ListRootsResult struct {
 	Roots []*Root `json:"roots"`
 }
 
-// ErrStatelessRequest reports a server-to-client request made while
-// serving a 2026-era request other than tools/call, prompts/get and
-// resources/read, the only ones that may ask the client for input.
-var ErrStatelessRequest = errors.New("mcp: this 2026-era request cannot ask the client for input")
-
-// ErrUnsupportedByClient reports a server-to-client request the client
-// did not declare a capability for.
-var ErrUnsupportedByClient = errors.New("mcp: client did not declare the capability for this request")
-
 // In a 2026-era tools/call, prompts/get or resources/read, CreateMessage,
 // Elicit and ListRoots become multi round-trip requests: until the client
 // has answered, they return an *InputRequired error, which the handler

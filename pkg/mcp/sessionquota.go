@@ -43,8 +43,8 @@ func (h *StreamableHandler) allowSession(ctx context.Context, w http.ResponseWri
 	if n < limit || h.reclaimSession(ctx, principal) {
 		return true
 	}
-	rateLimited(w, sessionQuotaRetry, "this principal has "+itoa(int64(limit))+
-		" live sessions, the limit, and none is idle; end one with DELETE or let one expire")
+	writeError(w, Era2025, nil, rateLimited(sessionQuotaRetry, "this principal has "+itoa(int64(limit))+
+		" live sessions, the limit, and none is idle; end one with DELETE or let one expire"))
 	return false
 }
 

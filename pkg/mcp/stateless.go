@@ -12,19 +12,6 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// MCP error codes of the 2026 era.
-const (
-	// CodeHeaderMismatch: a required header is missing, or a header
-	// disagrees with the body (MCP-Protocol-Version, Mcp-Method, Mcp-Name).
-	CodeHeaderMismatch = -32020
-	// CodeMissingRequiredClientCapability: the request needs a client
-	// capability the client did not declare in its _meta.
-	CodeMissingRequiredClientCapability = -32021
-	// CodeUnsupportedProtocolVersion: the server does not speak the
-	// request's protocol version; data lists the supported ones.
-	CodeUnsupportedProtocolVersion = -32022
-)
-
 // _meta keys of the 2026 era.
 const (
 	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
@@ -86,26 +73,6 @@ func statelessMetaVersion(m *Message) (string, bool) {
 	return *p.Meta.ProtocolVersion, true
 }
 
-// statelessError is a request rejected before dispatch, with the HTTP
-// status the 2026 transport gives it.
-type statelessError struct {
-	status int
-	err    *Error
-}
-
-// httpStatus maps a JSON-RPC error of a 2026-era response to its HTTP
-// status; errors found by dispatch (unknown tool, tool failures) travel
-// in a 200 response like any result.
-func httpStatus(e *Error) int {
-	switch e.Code {
-	case CodeMethodNotFound:
-		return http.StatusNotFound
-	case CodeHeaderMismatch, CodeMissingRequiredClientCapability, CodeUnsupportedProtocolVersion:
-		return http.StatusBadRequest
-	}
-	return http.StatusOK
-}
-
 // requestMeta2026 is the _meta a 2026-era request carries.
 type requestMeta2026 struct {
 	ProtocolVersion    *string         `json:"io.modelcontextprotocol/protocolVersion"`
@@ -115,25 +82,19 @@ type requestMeta2026 struct {
 }
 
 // checkStateless validates a 2026-era request's headers against its
-// body and returns the request's view of a session.
-func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m *Message) (*ServerSession, *statelessError) {
-	reject := func(status, code int, msg string, data any) *statelessError {
-		e := &Error{Code: code, Message: msg}
-		if data != nil {
-			e.Data, _ = json.Marshal(data)
-		}
-		return &statelessError{status: status, err: e}
-	}
+// body and returns the request's view of a session, or the refusal to
+// answer.
+func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m *Message) (*ServerSession, *refusal) {
 	header := r.Header.Get("Mcp-Protocol-Version")
 	if header == "" {
-		return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required", nil)
+		return nil, refuse(errHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required")
 	}
 	var p struct {
 		Meta *requestMeta2026 `json:"_meta"`
 	}
 	if len(m.Params) > 0 {
 		if err := json.Unmarshal(m.Params, &p); err != nil {
-			return nil, reject(http.StatusBadRequest, CodeInvalidParams, "Invalid params: "+err.Error(), nil)
+			return nil, refuse(errInvalidMeta, "Invalid params: "+err.Error())
 		}
 	}
 	var missing []string
@@ -144,42 +105,42 @@ func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m 
 		missing = append(missing, metaClientCapabilities)
 	}
 	if len(missing) > 0 {
-		return nil, reject(http.StatusBadRequest, CodeInvalidParams, "Invalid params: _meta needs "+strings.Join(missing, " and "), nil)
+		return nil, refuse(errInvalidMeta, "Invalid params: _meta needs "+strings.Join(missing, " and "))
 	}
 	v := *p.Meta.ProtocolVersion
 	if v != header {
-		return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: MCP-Protocol-Version "+header+" differs from _meta protocolVersion "+v, nil)
+		return nil, refuse(errHeaderMismatch, "Header mismatch: MCP-Protocol-Version "+header+" differs from _meta protocolVersion "+v)
 	}
 	if eraOf(v) != Era2026 {
-		return nil, reject(http.StatusBadRequest, CodeUnsupportedProtocolVersion, "Unsupported protocol version "+v+" (supported: "+strings.Join(AllProtocolVersions(), ", ")+"; 2025-era versions start with initialize)",
-			map[string]any{"supported": AllProtocolVersions(), "requested": v})
+		data, _ := json.Marshal(map[string]any{"supported": AllProtocolVersions(), "requested": v})
+		return nil, &refusal{kind: errUnsupportedVersion, msg: "Unsupported protocol version " + v + " (supported: " + strings.Join(AllProtocolVersions(), ", ") + "; 2025-era versions start with initialize)", data: data}
 	}
 	if got := r.Header.Get("Mcp-Method"); got != m.Method {
 		if got == "" {
-			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: the Mcp-Method header is required", nil)
+			return nil, refuse(errHeaderMismatch, "Header mismatch: the Mcp-Method header is required")
 		}
-		return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: Mcp-Method "+got+" differs from the body's method "+m.Method, nil)
+		return nil, refuse(errHeaderMismatch, "Header mismatch: Mcp-Method "+got+" differs from the body's method "+m.Method)
 	}
 	if namedMethods[m.Method] != "" {
 		name := requestName(m.Method, m.Params)
 		got, present := r.Header["Mcp-Name"]
 		switch {
 		case !present:
-			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: "+m.Method+" needs the Mcp-Name header", nil)
+			return nil, refuse(errHeaderMismatch, "Header mismatch: "+m.Method+" needs the Mcp-Name header")
 		case len(got) != 1 || decodeHeaderValue(got[0]) != name:
-			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: Mcp-Name differs from the body's "+namedMethods[m.Method]+" "+name, nil)
+			return nil, refuse(errHeaderMismatch, "Header mismatch: Mcp-Name differs from the body's "+namedMethods[m.Method]+" "+name)
 		}
 	}
 	if m.Method == "tools/call" {
 		if bad := h.srv.checkParamHeaders(r, m.Params); bad != "" {
-			return nil, reject(http.StatusBadRequest, CodeHeaderMismatch, "Header mismatch: "+bad, nil)
+			return nil, refuse(errHeaderMismatch, "Header mismatch: "+bad)
 		}
 	}
 	if n, limit := len(p.Meta.ClientCapabilities)+len(p.Meta.ClientInfo), h.srv.opts.Limits.MaxClientInfoBytes; n > limit {
-		return nil, reject(http.StatusBadRequest, CodeInvalidParams, fmt.Sprintf("Invalid params: _meta clientCapabilities and clientInfo are %d bytes, limit %d", n, limit), nil)
+		return nil, refuse(errInvalidMeta, fmt.Sprintf("Invalid params: _meta clientCapabilities and clientInfo are %d bytes, limit %d", n, limit))
 	}
 	if p.Meta.LogLevel != "" && levelRank(p.Meta.LogLevel) < 0 {
-		return nil, reject(http.StatusBadRequest, CodeInvalidParams, "Invalid params: unknown logLevel "+string(p.Meta.LogLevel)+" (want one of debug, info, notice, warning, error, critical, alert, emergency)", nil)
+		return nil, refuse(errInvalidMeta, "Invalid params: unknown logLevel "+string(p.Meta.LogLevel)+" (want one of debug, info, notice, warning, error, critical, alert, emergency)")
 	}
 	return &ServerSession{
 		srv:       h.srv,
@@ -212,20 +173,20 @@ func decodeHeaderValue(v string) string {
 func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Request, principal string) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		httpError(w, http.StatusMethodNotAllowed, CodeInvalidRequest, "Method Not Allowed: protocol version "+r.Header.Get("Mcp-Protocol-Version")+" has no "+r.Method+" (there is no session; use subscriptions/listen for notifications)")
+		writeError(w, Era2026, nil, refuse(errMethodNotAllowed, "Method Not Allowed: protocol version "+r.Header.Get("Mcp-Protocol-Version")+" has no "+r.Method+" (there is no session; use subscriptions/listen for notifications)"))
 		return
 	}
-	body, ok := h.readPOST(w, r)
+	body, ok := h.readPOST(w, r, Era2026)
 	if !ok {
 		return
 	}
 	msgs, batch, rpcErr := DecodeMessages(body)
 	if rpcErr != nil {
-		writeJSON(w, http.StatusBadRequest, encodeResponse(nil, nil, rpcErr))
+		writeError(w, Era2026, nil, reject(rpcErr))
 		return
 	}
 	if batch {
-		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: JSON-RPC batches are not supported in protocol version "+r.Header.Get("Mcp-Protocol-Version"))
+		writeError(w, Era2026, nil, refuse(errBadRequest, "Bad Request: JSON-RPC batches are not supported in protocol version "+r.Header.Get("Mcp-Protocol-Version")))
 		return
 	}
 	m := msgs[0]
@@ -240,7 +201,7 @@ func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Reques
 	}
 	ss, bad := h.checkStateless(r, principal, m)
 	if bad != nil {
-		writeJSON(w, bad.status, encodeResponse(m.ID, nil, bad.err))
+		writeError(w, Era2026, m.ID, bad)
 		return
 	}
 	if m.Method == "subscriptions/listen" {
@@ -255,7 +216,7 @@ func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Reques
 	}
 	// A 2026 request has no session: only the process's total bounds it.
 	if l := h.srv.opts.Limits; !h.inflight.acquire("", l.MaxInFlight, l.MaxInFlight) {
-		tooMany(w, "too many requests in flight on this server; retry later")
+		writeError(w, Era2026, nil, tooMany("too many requests in flight on this server; retry later"))
 		return
 	}
 	defer h.inflight.release("")
@@ -302,17 +263,17 @@ func (o *statelessOut) detach() {}
 
 // finish writes the response; nil (a cancelled request) writes nothing
 // more.
-func (o *statelessOut) finish(resp []byte) {
+func (o *statelessOut) finish(resp *response) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.done = true
 	switch {
 	case o.isSSE && resp != nil:
-		o.sse.event("", resp)
+		o.sse.event("", resp.encode(Era2026))
 	case o.isSSE:
 	case resp == nil:
 		o.w.WriteHeader(http.StatusAccepted)
 	default:
-		writeJSON(o.w, responseStatus(o.w, resp, true), resp)
+		resp.write(o.w, Era2026)
 	}
 }

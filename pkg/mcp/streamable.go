@@ -144,31 +144,19 @@ func (h *StreamableHandler) Close() {
 	h.streams.Wait()
 }
 
-// httpError writes a JSON-RPC error object with id null and an HTTP status.
-func httpError(w http.ResponseWriter, status, code int, msg string) {
-	writeError(w, status, &Error{Code: code, Message: msg})
-}
-
-// writeError answers with status and a JSON-RPC error without an id.
-func writeError(w http.ResponseWriter, status int, e *Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(encodeResponse(nil, nil, e))
-}
-
 // ServeHTTP implements http.Handler.
 func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cors := h.setCORS(w, r) // before any answer, so that a page can read each
+	era := requestEra(r)
 	select {
 	case <-h.closing:
 		// Shutting down: the client retries, on another process.
-		w.Header().Set("Retry-After", "1")
-		httpError(w, http.StatusServiceUnavailable, CodeInternalError, "Service Unavailable: the server is shutting down")
+		writeError(w, era, nil, &refusal{kind: errServerShutdown, msg: "Service Unavailable: the server is shutting down", retryAfter: 1})
 		return
 	default:
 	}
-	if status, msg := h.checkOrigin(r); status != 0 {
-		httpError(w, status, CodeInvalidRequest, msg)
+	if err := h.checkOrigin(r); err != nil {
+		writeError(w, era, nil, err)
 		return
 	}
 	if r.Method == http.MethodOptions {
@@ -178,15 +166,15 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	principal, r, err := authenticate(h.opts.Authenticator, r)
 	if err != nil {
-		authFailure(w, err)
+		authFailure(w, era, err)
 		return
 	}
 	if ok, retry := h.rate.allow(r.Context(), "req/"+quotaPrincipal(r, principal), h.srv.opts.Limits.MaxRequestsPerMinute, time.Minute); !ok {
-		rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxRequestsPerMinute))+" requests per minute")
+		writeError(w, era, nil, rateLimited(retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxRequestsPerMinute))+" requests per minute"))
 		return
 	}
-	if e := checkRepeatedHeaders(r.Header); e != nil {
-		writeError(w, http.StatusBadRequest, e)
+	if err := checkRepeatedHeaders(r.Header); err != nil {
+		writeError(w, era, nil, err)
 		return
 	}
 	if wantsStateless(r) {
@@ -194,7 +182,7 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !supportedVersion(v) {
-		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+" (supported: "+strings.Join(SupportedProtocolVersions, ", ")+")")
+		writeError(w, era, nil, refuse(errBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+" (supported: "+strings.Join(SupportedProtocolVersions, ", ")+")"))
 		return
 	}
 	switch r.Method {
@@ -206,37 +194,37 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveDELETE(w, r, principal)
 	default:
 		w.Header().Set("Allow", corsMethods)
-		httpError(w, http.StatusMethodNotAllowed, CodeInvalidRequest, "Method Not Allowed: "+r.Method)
+		writeError(w, era, nil, refuse(errMethodNotAllowed, "Method Not Allowed: "+r.Method))
 	}
 }
 
 var localhostNames = []string{"localhost", "127.0.0.1", "::1", "[::1]"}
 
 // checkOrigin validates Host and Origin against DNS rebinding and
-// cross-origin use. It returns 0 when the request may proceed.
-func (h *StreamableHandler) checkOrigin(r *http.Request) (int, string) {
+// cross-origin use. It returns nil when the request may proceed.
+func (h *StreamableHandler) checkOrigin(r *http.Request) error {
 	host := hostname(r.Host)
 	if h.opts.LocalhostOnly || len(h.opts.AllowedHosts) > 0 {
 		ok := h.opts.LocalhostOnly && contains(localhostNames, host)
 		ok = ok || contains(h.opts.AllowedHosts, host)
 		if !ok {
-			return http.StatusForbidden, "Forbidden: Host " + r.Host + " is not allowed"
+			return refuse(errForbidden, "Forbidden: Host "+r.Host+" is not allowed")
 		}
 	}
 	if len(r.Header.Values("Origin")) > 1 {
-		return http.StatusForbidden, "Forbidden: more than one Origin header"
+		return refuse(errForbidden, "Forbidden: more than one Origin header")
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
-		return 0, ""
+		return nil
 	}
 	if contains(h.opts.AllowedOrigins, "*") || contains(h.opts.AllowedOrigins, origin) {
-		return 0, ""
+		return nil
 	}
 	if h.opts.LocalhostOnly && localOrigin(origin) {
-		return 0, ""
+		return nil
 	}
-	return http.StatusForbidden, "Forbidden: Origin " + origin + " is not allowed"
+	return refuse(errForbidden, "Forbidden: Origin "+origin+" is not allowed")
 }
 
 // localOrigin reports whether origin is an http or https origin on a
@@ -290,17 +278,17 @@ func zeroQ(q string) bool {
 func (h *StreamableHandler) session(w http.ResponseWriter, r *http.Request, principal string) *ServerSession {
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
-		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: Mcp-Session-Id header is required")
+		writeError(w, Era2025, nil, refuse(errBadRequest, "Bad Request: Mcp-Session-Id header is required"))
 		return nil
 	}
 	st, err := h.srv.store.GetSession(r.Context(), id)
 	if err != nil {
-		h.storeFailure(w, r, err, "loading session", "session", id)
+		h.storeFailure(r.Context(), w, Era2025, nil, err, "loading session", "session", id)
 		return nil
 	}
 	if !ownedBy(st.Principal, principal) {
 		// Not 403: another principal must not learn that the session exists.
-		httpError(w, http.StatusNotFound, CodeInvalidRequest, "Session not found")
+		writeError(w, Era2025, nil, refuse(ErrSessionNotFound, "Session not found"))
 		return nil
 	}
 	return &ServerSession{srv: h.srv, state: st}
@@ -308,23 +296,19 @@ func (h *StreamableHandler) session(w http.ResponseWriter, r *http.Request, prin
 
 // readPOST checks a POST's Content-Type and Accept headers and reads its
 // body within the size and time bounds of both eras. When a check fails it
-// answers the HTTP error itself and reports ok == false.
-func (h *StreamableHandler) readPOST(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
+// answers the HTTP error itself, in era, and reports ok == false.
+func (h *StreamableHandler) readPOST(w http.ResponseWriter, r *http.Request, era Era) (body []byte, ok bool) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		httpError(w, http.StatusUnsupportedMediaType, CodeInvalidRequest, "Unsupported Media Type: Content-Type must be application/json")
+		writeError(w, era, nil, refuse(errUnsupportedMediaType, "Unsupported Media Type: Content-Type must be application/json"))
 		return nil, false
 	}
 	if !accepts(r, "application/json") || !accepts(r, "text/event-stream") {
-		httpError(w, http.StatusNotAcceptable, CodeInvalidRequest, "Not Acceptable: Accept must include application/json and text/event-stream")
+		writeError(w, era, nil, refuse(errNotAcceptable, "Not Acceptable: Accept must include application/json and text/event-stream"))
 		return nil, false
 	}
-	body, status, msg := readBody(w, r, h.opts.MaxBodyBytes, h.srv.opts.Limits.BodyReadTimeout)
-	if status != 0 {
-		code := CodeInvalidRequest
-		if status == http.StatusBadRequest {
-			code = CodeParseError
-		}
-		httpError(w, status, code, msg)
+	body, err := readBody(w, r, h.opts.MaxBodyBytes, h.srv.opts.Limits.BodyReadTimeout)
+	if err != nil {
+		writeError(w, era, nil, err)
 		return nil, false
 	}
 	return body, true
@@ -341,7 +325,7 @@ func statelessMeta(msgs []*Message, batch bool) (string, bool) {
 
 func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, principal string) {
 	ctx := r.Context()
-	body, ok := h.readPOST(w, r)
+	body, ok := h.readPOST(w, r, Era2025)
 	if !ok {
 		return
 	}
@@ -350,7 +334,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		rpcErr = bad[0].err
 	}
 	if rpcErr != nil {
-		writeJSON(w, http.StatusBadRequest, encodeResponse(nil, nil, rpcErr))
+		writeError(w, Era2025, nil, reject(rpcErr))
 		return
 	}
 	if v, ok := statelessMeta(msgs, batch); ok && msgs[0].Method != "initialize" && r.Header.Get("Mcp-Session-Id") == "" {
@@ -360,17 +344,17 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		if hv := r.Header.Get("Mcp-Protocol-Version"); hv != "" {
 			msg = "Header mismatch: MCP-Protocol-Version " + hv + " differs from _meta protocolVersion " + v
 		}
-		writeJSON(w, http.StatusBadRequest, encodeResponse(msgs[0].ID, nil, &Error{Code: CodeHeaderMismatch, Message: msg}))
+		writeError(w, Era2026, msgs[0].ID, refuse(errHeaderMismatch, msg))
 		return
 	}
 	for _, m := range msgs {
 		if m.Method == "initialize" {
 			if batch {
-				httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: initialize must not be part of a batch")
+				writeError(w, Era2025, nil, refuse(errBadRequest, "Bad Request: initialize must not be part of a batch"))
 				return
 			}
 			if r.Header.Get("Mcp-Session-Id") != "" {
-				httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: initialize must not carry an Mcp-Session-Id (it starts a new session)")
+				writeError(w, Era2025, nil, refuse(errBadRequest, "Bad Request: initialize must not carry an Mcp-Session-Id (it starts a new session)"))
 				return
 			}
 			// Bad params are refused before they count against the
@@ -383,7 +367,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 			// against, its address.
 			owner := quotaPrincipal(r, principal)
 			if ok, retry := h.rate.allow(r.Context(), "sessions/"+owner, h.srv.opts.Limits.MaxSessionsPerHour, time.Hour); !ok {
-				rateLimited(w, retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxSessionsPerHour))+" new sessions per hour")
+				writeError(w, Era2025, nil, rateLimited(retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxSessionsPerHour))+" new sessions per hour"))
 				return
 			}
 			if !h.allowSession(r.Context(), w, owner) {
@@ -398,14 +382,14 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		return
 	}
 	if batch && !version(ss.ProtocolVersion()).allowsBatch() {
-		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: JSON-RPC batches are not supported in protocol version "+ss.ProtocolVersion()+" (only 2025-03-26 allows them)")
+		writeError(w, Era2025, nil, refuse(errBadRequest, "Bad Request: JSON-RPC batches are not supported in protocol version "+ss.ProtocolVersion()+" (only 2025-03-26 allows them)"))
 		return
 	}
 	// An invalid batch member gets an error response of its own; the
 	// others are served (JSON-RPC 2.0).
 	var badOut [][]byte
 	for _, b := range bad {
-		badOut = append(badOut, encodeResponse(b.id, nil, b.err))
+		badOut = append(badOut, (&response{id: b.id, err: b.err}).encode(Era2025))
 	}
 	// Registry changes since the session was last told go into its GET
 	// stream log now, even if it has no stream open: they wait there.
@@ -426,14 +410,11 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		if err != nil {
 			var rpcErr *Error
 			if errors.As(err, &rpcErr) {
-				httpError(w, http.StatusBadRequest, rpcErr.Code, rpcErr.Message)
+				// Refused with its code, without its data.
+				writeError(w, Era2025, nil, &refusal{kind: errRejected, msg: rpcErr.Message, cause: rpcErr})
 				return
 			}
-			if errors.Is(err, notify.ErrTooLarge) {
-				httpError(w, http.StatusRequestEntityTooLarge, CodeInvalidRequest, "Request Entity Too Large: "+err.Error())
-				return
-			}
-			h.storeFailure(w, r, err, "handling client message", "session", ss.ID(), "method", m.Method)
+			h.storeFailure(ctx, w, Era2025, nil, err, "handling client message", "session", ss.ID(), "method", m.Method)
 			return
 		}
 	}
@@ -450,7 +431,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 	}
 	if len(requests) > 0 {
 		if !h.inflight.acquire(ss.ID(), h.srv.opts.Limits.MaxInFlightPerSession, h.srv.opts.Limits.MaxInFlight) {
-			tooMany(w, "too many requests in flight for this session or server; retry later")
+			writeError(w, Era2025, nil, tooMany("too many requests in flight for this session or server; retry later"))
 			return
 		}
 	}
@@ -463,7 +444,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		out := badOut
 		for _, m := range requests {
 			if resp := h.srv.runRequest(context.WithoutCancel(ctx), ss, m, nil); resp != nil {
-				out = append(out, resp)
+				out = append(out, resp.encode(Era2025))
 			}
 		}
 		if len(out) == 0 { // every request was cancelled: nothing to answer
@@ -479,7 +460,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 
 func (h *StreamableHandler) serveInitialize(w http.ResponseWriter, r *http.Request, principal string, m *Message) {
 	if !m.IsRequest() {
-		httpError(w, http.StatusBadRequest, CodeInvalidRequest, "Bad Request: initialize must be a request")
+		writeError(w, Era2025, nil, refuse(errBadRequest, "Bad Request: initialize must be a request"))
 		return
 	}
 	res, sess, err := h.srv.initialize(r.Context(), principal, m.Params)
@@ -495,18 +476,15 @@ func (h *StreamableHandler) serveInitialize(w http.ResponseWriter, r *http.Reque
 // initializeError answers an initialize that failed with err.
 func (h *StreamableHandler) initializeError(w http.ResponseWriter, r *http.Request, m *Message, err error) {
 	var rpcErr *Error
-	status := http.StatusBadRequest
-	if errors.Is(err, notify.ErrTooLarge) {
-		rpcErr = Errorf(CodeInvalidParams, "invalid params: the session profile is too large to store")
-		status = http.StatusRequestEntityTooLarge
-	} else if !errors.As(err, &rpcErr) {
+	switch {
+	case errors.Is(err, notify.ErrTooLarge):
+		writeError(w, Era2025, m.ID, refuse(errProfileTooLarge, "invalid params: the session profile is too large to store"))
+	case errors.As(err, &rpcErr):
+		writeError(w, Era2025, m.ID, reject(rpcErr))
+	default:
 		// A store failure: 503, retry.
-		h.storeFailureID(r.Context(), w, m.ID, err, "initialize failed")
-		return
+		h.storeFailure(r.Context(), w, Era2025, m.ID, err, "initialize failed")
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(encodeResponse(m.ID, nil, rpcErr))
 }
 
 // serveRequest runs one request. Its response is plain JSON unless the
@@ -527,7 +505,7 @@ func (h *StreamableHandler) serveRequest(w http.ResponseWriter, r *http.Request,
 	// request goes on and its response waits in the log. One that leaves
 	// before it saw an event id never could, so the request is cancelled.
 	ctx, abandon := context.WithCancel(context.WithoutCancel(r.Context()))
-	done := make(chan []byte, 1)
+	done := make(chan *response, 1)
 	go func() {
 		defer h.inflight.release(ss.ID())
 		done <- h.srv.runRequest(ctx, ss, m, out)
@@ -694,16 +672,16 @@ func (o *outStream) emitLocked(ctx context.Context, msg []byte) error {
 // finish sends the response: as the JSON body, or as the last event.
 // A nil resp is a cancelled request, which gets no response: the SSE
 // stream just ends, a JSON one is 202 with no body.
-func (o *outStream) finish(ctx context.Context, resp []byte) {
+func (o *outStream) finish(ctx context.Context, resp *response) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch {
 	case !o.isSSE && !o.wireGone && resp == nil:
 		o.w.WriteHeader(http.StatusAccepted)
 	case !o.isSSE && !o.wireGone:
-		writeJSON(o.w, responseStatus(o.w, resp, false), resp)
+		resp.write(o.w, o.session.Era())
 	case o.isSSE && resp != nil:
-		o.emitLocked(ctx, resp)
+		o.emitLocked(ctx, resp.encode(o.session.Era()))
 	}
 	// The ResponseWriter is done: a message sent later (from a goroutine
 	// the handler left behind) only goes to the log.
@@ -744,7 +722,7 @@ func (h *StreamableHandler) serveDELETE(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	if err := h.srv.store.DeleteSession(r.Context(), ss.ID()); err != nil && !errors.Is(err, notify.ErrNotFound) {
-		h.storeFailure(w, r, err, "deleting session", "session", ss.ID())
+		h.storeFailure(r.Context(), w, Era2025, nil, err, "deleting session", "session", ss.ID())
 		return
 	}
 	// The session's requests running here stop now; those running on

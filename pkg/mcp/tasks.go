@@ -229,10 +229,6 @@ func newTaskEngine(s *Server) *taskEngine {
 	return e
 }
 
-// errTaskTimeout is the cause of the context of work stopped by
-// TaskOptions.Timeout.
-var errTaskTimeout = errors.New("the task's execution timeout passed")
-
 func taskKey(principal, id string) string { return principal + "\x00" + id }
 
 // anonTaskSep ends the random part of the id of a task that an anonymous
@@ -270,10 +266,6 @@ func requestPrincipal(owner, id string) string {
 	}
 	return owner
 }
-
-// errServerShutdown is the cause of the end of the default runner's work
-// (ShutdownTasks).
-var errServerShutdown = errors.New("the server is shutting down")
 
 // shutdownFailure is the error of a task whose work ShutdownTasks ended.
 func shutdownFailure() *Error {

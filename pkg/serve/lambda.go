@@ -335,7 +335,7 @@ func (h *LambdaHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 					id = lc.AwsRequestID
 				}
 				body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
-					"code": -32603, "message": "internal error (request id " + id + ")", "data": map[string]string{"requestId": id},
+					"code": mcp.CodeInternalError, "message": "internal error (request id " + id + ")", "data": map[string]string{"requestId": id},
 				}})
 				w.Write(body)
 			}
