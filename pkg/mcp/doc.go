@@ -48,10 +48,18 @@
 // (ServerOptions.Limits, DefaultLimits): sizes of ids, names, progress
 // tokens, prompt arguments and renderings, subscriptions per session,
 // requests and streams in flight, and, counted in the store across
-// processes when it implements notify.RateCounter, each principal's
-// request rate and session creations, and, when it implements
-// notify.SessionCounter, each principal's live sessions (429 with
-// Retry-After).
+// processes, each principal's request rate, session creations and live
+// sessions (429 with Retry-After).
+//
+// Errors: a handler's *Error (Errorf, ResourceNotFound) reaches the client
+// as is. A tool handler's other error becomes an isError result; any other
+// handler's error, or a tool's marked with InternalError, becomes a
+// JSON-RPC internal error that carries only an error id, which the log
+// record of the error carries too. The HTTP status and JSON-RPC code of
+// every error response, the transport's own refusals (headers, bounds,
+// authentication, a store that is busy: 503 with Retry-After, which the
+// client retries) included, come from one map in errors.go, where the
+// package's codes and sentinel errors are declared.
 //
 // Package serve runs a Server in AWS Lambda or as a local HTTP server;
 // package eventtools adds mcpush's event tools.

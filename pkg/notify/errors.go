@@ -39,3 +39,13 @@ var (
 // missing session and a plain ErrNotFound for a missing message. It
 // wraps ErrNotFound, so errors.Is(err, ErrNotFound) holds for both.
 var ErrSessionGone = fmt.Errorf("session: %w", ErrNotFound)
+
+// ErrBadItem reports a stored registry item the server cannot serve: not
+// a JSON object of its kind, a missing key, a duplicate argument name, an
+// unknown role, invalid UTF-8. The server skips such an item (and logs
+// it) rather than serving something half-read.
+var ErrBadItem = errors.New("notify: bad registry item")
+
+// ErrUnsealable reports a sealed value no key opens (tampered with, moved
+// to another record, or sealed under a key no longer configured).
+var ErrUnsealable = errors.New("notify: sealed value does not open")

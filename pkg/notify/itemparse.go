@@ -3,17 +3,10 @@ package notify
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"unicode/utf8"
 )
-
-// ErrBadItem reports a stored registry item the server cannot serve: not
-// a JSON object of its kind, a missing key, a duplicate argument name, an
-// unknown role, invalid UTF-8. The server skips such an item (and logs
-// it) rather than serving something half-read.
-var ErrBadItem = errors.New("notify: bad registry item")
 
 // DecodePromptItem decodes and checks a stored prompts item.
 func DecodePromptItem(raw json.RawMessage) (*PromptItem, error) {

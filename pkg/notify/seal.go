@@ -6,7 +6,6 @@ import (
 	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 )
 
@@ -26,10 +25,6 @@ type Sealer struct {
 
 // sealVersion starts every sealed value.
 const sealVersion = 1
-
-// ErrUnsealable reports a sealed value no key opens (tampered with, moved
-// to another record, or sealed under a key no longer configured).
-var ErrUnsealable = errors.New("notify: sealed value does not open")
 
 // NewSealer returns a Sealer under keys (the first seals) for values of
 // one kind, named by label.

@@ -11,6 +11,10 @@ import (
 // ErrConfig is wrapped by the errors of New for bad Options.
 var ErrConfig = errors.New("oauth: bad configuration")
 
+// errInvalidDocument is wrapped by the errors of a metadata or JWKS
+// document that cannot be used.
+var errInvalidDocument = errors.New("invalid document")
+
 // errUnavailable is wrapped (with mcp.ErrAuthUnavailable) by failures to
 // fetch the authorization server's metadata or keys.
 var errUnavailable = fmt.Errorf("%w: the authorization server's metadata or keys cannot be fetched", mcp.ErrAuthUnavailable)

@@ -252,10 +252,6 @@ const (
 	categoryStale     = "keys expired"
 )
 
-// errInvalidDocument is wrapped by the errors of a metadata or JWKS
-// document that cannot be used.
-var errInvalidDocument = errors.New("invalid document")
-
 // redirectError is a redirect that was not followed.
 type redirectError struct{ err error }
 
