@@ -410,17 +410,17 @@ type taskInput struct {
 // taskWire is a Task on the wire: a CreateTaskResult (with resultType
 // "task"), a tasks/get result and a notifications/tasks params.
 type taskWire struct {
-	ResultType     string          `json:"resultType,omitempty"`
-	TaskID         string          `json:"taskId"`
-	Status         string          `json:"status"`
-	StatusMessage  string          `json:"statusMessage,omitempty"`
-	CreatedAt      string          `json:"createdAt"`
-	LastUpdatedAt  string          `json:"lastUpdatedAt"`
-	TTLMs          int64           `json:"ttlMs"`
-	PollIntervalMs int64           `json:"pollIntervalMs,omitempty"`
-	InputRequests  json.RawMessage `json:"inputRequests,omitempty"`
-	Result         json.RawMessage `json:"result,omitempty"`
-	Error          json.RawMessage `json:"error,omitempty"`
+	ResultType     string            `json:"resultType,omitempty"`
+	TaskID         string            `json:"taskId"`
+	Status         notify.TaskStatus `json:"status"`
+	StatusMessage  string            `json:"statusMessage,omitempty"`
+	CreatedAt      string            `json:"createdAt"`
+	LastUpdatedAt  string            `json:"lastUpdatedAt"`
+	TTLMs          int64             `json:"ttlMs"`
+	PollIntervalMs int64             `json:"pollIntervalMs,omitempty"`
+	InputRequests  json.RawMessage   `json:"inputRequests,omitempty"`
+	Result         json.RawMessage   `json:"result,omitempty"`
+	Error          json.RawMessage   `json:"error,omitempty"`
 }
 
 // wire renders t as a DetailedTask.

@@ -7,18 +7,33 @@ import (
 	"time"
 )
 
-// Task statuses (the tasks extension of MCP 2026-07-28, SEP-2663).
+// TaskStatus is the status of a task (the tasks extension of MCP
+// 2026-07-28, SEP-2663), spelled as on the wire and in the store.
+type TaskStatus string
+
+// Task statuses.
 const (
-	TaskWorking       = "working"
-	TaskInputRequired = "input_required"
-	TaskCompleted     = "completed"
-	TaskFailed        = "failed"
-	TaskCancelled     = "cancelled"
+	TaskWorking       TaskStatus = "working"
+	TaskInputRequired TaskStatus = "input_required"
+	TaskCompleted     TaskStatus = "completed"
+	TaskFailed        TaskStatus = "failed"
+	TaskCancelled     TaskStatus = "cancelled"
 )
+
+// ParseTaskStatus parses a task status as the wire and the stores spell
+// it; anything else is an error wrapping ErrInvalid that names it.
+func ParseTaskStatus(s string) (TaskStatus, error) {
+	switch st := TaskStatus(s); st {
+	case TaskWorking, TaskInputRequired, TaskCompleted, TaskFailed, TaskCancelled:
+		return st, nil
+	}
+	return "", fmt.Errorf("%w: task status %q: want %q, %q, %q, %q or %q", ErrInvalid, s,
+		TaskWorking, TaskInputRequired, TaskCompleted, TaskFailed, TaskCancelled)
+}
 
 // TaskTerminal reports whether status is a terminal status (completed,
 // failed, cancelled): a task in one never changes again.
-func TaskTerminal(status string) bool {
+func TaskTerminal(status TaskStatus) bool {
 	return status == TaskCompleted || status == TaskFailed || status == TaskCancelled
 }
 
@@ -30,7 +45,7 @@ type Task struct {
 	Principal string // who created it; "" is the anonymous principal
 	ID        string // at least 128 random bits, URL-safe
 
-	Status        string // TaskWorking, TaskInputRequired, or a terminal status
+	Status        TaskStatus // TaskWorking, TaskInputRequired, or a terminal status
 	StatusMessage string
 
 	// Request is what the work needs to run (anywhere): the request that
@@ -107,8 +122,8 @@ type TaskCount struct {
 	Bytes int64 // the encoded records (CheckTask) of the unexpired tasks
 }
 
-// CheckTask validates a task record the same way for every store, and
-// returns its encoding.
+// CheckTask validates a task record the same way for every store (an id,
+// bounded sizes, a known status), and returns its encoding.
 func CheckTask(t *Task) ([]byte, error) {
 	switch {
 	case t == nil || t.ID == "":
@@ -117,6 +132,9 @@ func CheckTask(t *Task) ([]byte, error) {
 		return nil, fmt.Errorf("%w: principal of %d bytes, limit %d", ErrTooLarge, len(t.Principal), MaxURIBytes)
 	case len(t.ID) > MaxURIBytes:
 		return nil, fmt.Errorf("%w: task id of %d bytes, limit %d", ErrTooLarge, len(t.ID), MaxURIBytes)
+	}
+	if _, err := ParseTaskStatus(string(t.Status)); err != nil {
+		return nil, err
 	}
 	b, err := json.Marshal(taskBody{
 		Status: t.Status, StatusMessage: t.StatusMessage, Request: t.Request,
@@ -139,6 +157,9 @@ func DecodeTask(principal, id string, version int64, b []byte) (*Task, error) {
 	if err := json.Unmarshal(b, &body); err != nil {
 		return nil, fmt.Errorf("decoding task %q: %w", id, err)
 	}
+	if _, err := ParseTaskStatus(string(body.Status)); err != nil {
+		return nil, fmt.Errorf("decoding task %q: %w", id, err)
+	}
 	return &Task{
 		Principal: principal, ID: id, Version: version,
 		Status: body.Status, StatusMessage: body.StatusMessage, Request: body.Request,
@@ -155,7 +176,7 @@ func CheckCountTasks(principal string, limit int) error {
 
 // taskBody is the stored encoding of a task's fields.
 type taskBody struct {
-	Status        string          `json:"s"`
+	Status        TaskStatus      `json:"s"`
 	StatusMessage string          `json:"m,omitempty"`
 	Request       json.RawMessage `json:"q,omitempty"`
 	InputRequests json.RawMessage `json:"ir,omitempty"`
