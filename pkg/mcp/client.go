@@ -597,12 +597,6 @@ func (cs *ClientSession) Subscribe(ctx context.Context, uri string) error {
 	return fmt.Errorf("%w: %s (the server acknowledged %d resource subscriptions without it)", ErrNotAcknowledged, uri, len(ls.granted))
 }
 
-// ErrNotAcknowledged is returned by a 2026-era Subscribe when the server
-// acknowledges the listen stream without the resource: it does not offer
-// updates of that resource (a server without the resources subscribe
-// capability drops every URI).
-var ErrNotAcknowledged = errors.New("mcp: the server did not acknowledge the resource subscription")
-
 // Unsubscribe ends a subscription.
 func (cs *ClientSession) Unsubscribe(ctx context.Context, uri string) error {
 	modern := cs.isModern()

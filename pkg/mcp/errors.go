@@ -110,6 +110,11 @@ var (
 	ErrStopStreaming = errors.New("mcp: stop streaming")
 	// ErrTaskCancelled is AwaitTask's error for a task that was cancelled.
 	ErrTaskCancelled = errors.New("mcp: the task was cancelled")
+	// ErrNotAcknowledged is returned by a 2026-era Subscribe when the
+	// server acknowledges the listen stream without the resource: it does
+	// not offer updates of that resource (a server without the resources
+	// subscribe capability drops every URI).
+	ErrNotAcknowledged = errors.New("mcp: the server did not acknowledge the resource subscription")
 	// ErrCrossOriginRedirect is returned (wrapped) for a redirect to
 	// another origin than the request's (scheme, host, port): the client
 	// does not follow it, so that the headers it adds
