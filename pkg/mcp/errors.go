@@ -189,6 +189,10 @@ var (
 	// errTooManyRequests: a bound on requests, streams, sessions or
 	// listens reached. 429.
 	errTooManyRequests = errors.New("too many requests")
+	// errResourceExhausted: a limit of the Events extension reached (an
+	// events/stream over MaxListensPerPrincipal). 429, ResourceExhausted
+	// (the refusal's data names the limit, as the extension asks).
+	errResourceExhausted = errors.New("resource exhausted")
 )
 
 // refusalKinds maps the kinds of a refusal, and the errors of the store
@@ -226,6 +230,7 @@ var refusalKinds = []struct {
 	{notify.ErrTooLarge, http.StatusRequestEntityTooLarge, CodeInvalidRequest},
 	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, CodeInvalidRequest},
 	{errTooManyRequests, http.StatusTooManyRequests, CodeInvalidRequest},
+	{errResourceExhausted, http.StatusTooManyRequests, CodeResourceExhausted},
 }
 
 // errorStatus is the one map from a failed request to the HTTP status and

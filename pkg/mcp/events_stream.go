@@ -335,7 +335,12 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	err = s.allowListen(ctx, owner)
 	var quota *errListenQuota
 	if errors.As(err, &quota) {
-		writeError(w, era, nil, rateLimited(listenQuotaRetry, quota.Error()))
+		// The listen quota's answer (429, Retry-After), with the Events
+		// extension's ResourceExhausted code and data.
+		refused := rateLimited(listenQuotaRetry, quota.Error())
+		refused.kind = errResourceExhausted
+		refused.data, _ = json.Marshal(map[string]any{"limit": "streams", "max": quota.limit})
+		writeError(w, era, m.ID, refused)
 		return
 	}
 	process, err := s.holdLiveness(ctx)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -654,5 +655,55 @@ func TestEventStreamEndsWithSession(t *testing.T) {
 	case m, ok := <-kept:
 		t.Fatalf("the other session's stream: %v, %v", m, ok)
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestEventStreamOverLimit: an events/stream over MaxListensPerPrincipal
+// gets the listen quota's HTTP 429 with Retry-After, and the Events
+// extension's ResourceExhausted (-32025) with data.limit "streams" and
+// data.max, answering the request's id.
+func TestEventStreamOverLimit(t *testing.T) {
+	st, err := sqlitestore.New(filepath.Join(t.TempDir(), "limit.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv := mcp.NewServer(&mcp.Implementation{Name: "limit", Version: "1"}, st, &mcp.ServerOptions{
+		DynamicRegistries: true, Events: true, Logger: slog.New(slog.DiscardHandler),
+		Limits: mcp.Limits{MaxListensPerPrincipal: 1},
+	})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.Close(); h.Close() })
+	item, _ := json.Marshal(notify.EventItem{Name: "order"}.WithDefaults())
+	if _, _, err := st.ApplyRegistry(context.Background(), notify.RegistryEvents, notify.OpPut, map[string]json.RawMessage{"order": item}, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ch := streamMessages(t, openEventStream(t, ctx, ts.URL, "", "s1", `"name":"order","cursor":null`))
+	if ev := nextStream(t, ch); ev.method != "notifications/events/active" {
+		t.Fatalf("first stream: first message %+v", ev)
+	}
+	resp := openEventStream(t, ctx, ts.URL, "", "s2", `"name":"order","cursor":null`)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var msg struct {
+		ID    json.RawMessage `json:"id"`
+		Error *mcp.Error      `json:"error"`
+	}
+	_ = json.Unmarshal(b, &msg)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("second stream: HTTP %d, Retry-After %q, body %s; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), b)
+	}
+	if msg.Error == nil || msg.Error.Code != mcp.CodeResourceExhausted || string(msg.ID) != `"s2"` {
+		t.Fatalf("second stream: %s; want error -32025 (ResourceExhausted) for id s2", b)
+	}
+	var data struct {
+		Limit string `json:"limit"`
+		Max   int    `json:"max"`
+	}
+	if err := json.Unmarshal(msg.Error.Data, &data); err != nil || data.Limit != "streams" || data.Max != 1 {
+		t.Errorf("second stream: error data %s, want {limit: streams, max: 1}", msg.Error.Data)
 	}
 }

@@ -554,7 +554,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 	l, err := h.srv.openListen(ctx, ss, quotaPrincipal(r, ss.Principal()), m.ID, f, h.listenTTL())
 	var quota *errListenQuota
 	if errors.As(err, &quota) {
-		writeError(w, Era2026, nil, rateLimited(listenQuotaRetry, quota.Error()))
+		writeError(w, Era2026, m.ID, rateLimited(listenQuotaRetry, quota.Error()))
 		return
 	}
 	if err != nil {
