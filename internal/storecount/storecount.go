@@ -149,7 +149,7 @@ func (s *store) IdleSessions(ctx context.Context, principal string, expiresBy ti
 	return s.Store.IdleSessions(ctx, principal, expiresBy, limit)
 }
 
-func (s *store) PrincipalProfiles(ctx context.Context, principal string, match []byte, limit int) ([]*notify.Session, error) {
+func (s *store) PrincipalProfiles(ctx context.Context, principal string, match notify.ListenMatch, limit int) ([]*notify.Session, error) {
 	s.c.add("PrincipalProfiles")
 	return s.Store.PrincipalProfiles(ctx, principal, match, limit)
 }

@@ -22,7 +22,7 @@ import (
 // appends a resources/updated to that session's log, the change feed
 // names the session, and the process's watcher wakes the stream, which
 // then reads the topic log. The backing session is a listen stream's
-// (listenPrincipal, listenInfo): it counts against
+// (listenPrincipal, notify.ListenState): it counts against
 // MaxListensPerPrincipal, a notifications/cancelled of the request ends
 // it (cancelListen), a crashed process's streams are reclaimed
 // (reclaimListens), and it is told of changes of the events registry,
@@ -356,12 +356,12 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	}
 	ttl := h.listenTTL()
 	now := s.opts.Now()
-	info := listenInfo{Process: process, Request: canonicalID(m.ID), Session: ss.ID()}
+	info := notify.ListenState{Process: process, Request: canonicalID(m.ID), Session: ss.ID()}
 	st := &notify.Session{
 		ID:                 "evstream-" + randomID(16),
 		Principal:          listenPrincipal(owner),
 		ProtocolVersion:    ss.ProtocolVersion(),
-		ClientInfo:         info.encode(),
+		Listen:             info,
 		ClientCapabilities: eventsStreamCapabilities,
 		Initialized:        true,
 		// At the highest level the ingest fans out only
@@ -485,17 +485,13 @@ func (s *Server) endEventStreams(ctx context.Context, owner, sid string) {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
-	streams, err := s.listenProfiles(ctx, listenPrincipal(owner), listenInfo{Session: sid}.field(), s.listenScan())
+	streams, err := s.listenProfiles(ctx, listenPrincipal(owner), notify.ListenMatch{Session: sid}, s.listenScan())
 	if err != nil {
 		s.log.WarnContext(ctx, "ending the events streams of a deleted session", "session", sid, "err", err)
 		return
 	}
 	for _, st := range streams {
-		info := listenInfoOf(st)
-		if info.Session != sid {
-			continue
-		}
-		if _, _, err := s.store.Append(ctx, st.ID, getStream, [][]byte{listenCancelOf(info.Request)}, nil); err != nil && !errors.Is(err, notify.ErrNotFound) {
+		if _, _, err := s.store.Append(ctx, st.ID, getStream, [][]byte{listenCancelOf(st.Listen.Request)}, nil); err != nil && !errors.Is(err, notify.ErrNotFound) {
 			s.log.WarnContext(ctx, "ending an events stream of a deleted session", "stream", st.ID, "err", err)
 		}
 		s.watcher.wake(st.ID)

@@ -47,7 +47,7 @@ const (
 
 // listenParkKey names the parked listen streams (see park) of principal
 // with the acknowledged filter f: a parked stream's backing session
-// records it (listenInfo.Parked) while it waits to be adopted.
+// records it (its Listen's Parked) while it waits to be adopted.
 func listenParkKey(principal string, f *SubscriptionFilter) string {
 	g := *f
 	g.ResourceSubscriptions = slices.Sorted(slices.Values(f.ResourceSubscriptions))
@@ -103,7 +103,7 @@ func (e *errListenQuota) Error() string {
 
 // cancelListen ends the listen streams a notifications/cancelled names:
 // it appends listenCancel to the log of each backing session that records
-// the request id (listenInfo.Request), which the stream reads at its next
+// the request id (its Listen's Request), which the stream reads at its next
 // poll, on whichever process it is served. It looks among the backing
 // sessions of owner (quotaPrincipal: for an anonymous client, its
 // address): one read (listenProfiles); a cancellation of a request that
@@ -116,15 +116,12 @@ func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 		return
 	}
 	want := canonicalID(p.RequestID)
-	listens, err := s.listenProfiles(ctx, listenPrincipal(owner), listenInfo{Request: want}.field(), s.listenScan())
+	listens, err := s.listenProfiles(ctx, listenPrincipal(owner), notify.ListenMatch{Request: want}, s.listenScan())
 	if err != nil {
 		s.log.WarnContext(ctx, "cancelling a listen stream", "err", err)
 		return
 	}
 	for _, st := range listens {
-		if listenInfoOf(st).Request != want {
-			continue // another stream, or a parked one
-		}
 		id := st.ID
 		if _, _, err := s.store.Append(ctx, id, getStream, [][]byte{listenCancel(p.RequestID)}, nil); err != nil && !errors.Is(err, notify.ErrNotFound) {
 			s.log.WarnContext(ctx, "cancelling a listen stream", "stream", id, "err", err)
@@ -134,14 +131,14 @@ func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 }
 
 // listenProfiles returns up to limit backing sessions of lp's listen
-// streams (lp a listenPrincipal), open or parked, whose listenInfo
-// contains match (listenInfo.field; nil: all), sorted by id, without
-// their subscriptions: one read of the store's per-principal index
+// streams (lp a listenPrincipal), open or parked, whose listen state
+// matches match (the zero match: all), sorted by id, without their
+// subscriptions: one read of the store's per-principal index
 // (notify.ProfileLister). What a cancellation, an
 // adoption or a reclaim costs thus grows with the streams one principal
 // holds (at most MaxListensPerPrincipal), not with all; on SQLite only
-// the matching ones are decoded.
-func (s *Server) listenProfiles(ctx context.Context, lp string, match []byte, limit int) ([]*notify.Session, error) {
+// the matching ones are read.
+func (s *Server) listenProfiles(ctx context.Context, lp string, match notify.ListenMatch, limit int) ([]*notify.Session, error) {
 	return s.store.PrincipalProfiles(ctx, lp, match, limit)
 }
 
@@ -252,8 +249,8 @@ type listenStream struct {
 	id        json.RawMessage
 	filter    *SubscriptionFilter // what the server acknowledged
 	after     int64
-	ttl       time.Duration // the backing session's expiry after a refresh
-	info      listenInfo    // what the backing session records while this stream serves it
+	ttl       time.Duration      // the backing session's expiry after a refresh
+	info      notify.ListenState // what the backing session records while this stream serves it (its Listen)
 
 	tasks listenTasks // see checkTaskLeases
 }
@@ -295,12 +292,12 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 	// one by one.
 	first := min(len(uris), listenCreateSubs)
 	now := s.opts.Now()
-	info := listenInfo{Process: process, Request: canonicalID(id)}
+	info := notify.ListenState{Process: process, Request: canonicalID(id)}
 	st := &notify.Session{
 		ID:                 "listen-" + randomID(16),
 		Principal:          listenPrincipal(owner),
 		ProtocolVersion:    ss.ProtocolVersion(),
-		ClientInfo:         info.encode(),
+		Listen:             info,
 		ClientCapabilities: ss.state.ClientCapabilities,
 		Initialized:        true,
 		// A listen stream carries no log messages: at the highest level
@@ -361,21 +358,18 @@ func (s *Server) allowListen(ctx context.Context, principal string) error {
 // (releaseLiveness).
 func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner string, id json.RawMessage, ack *SubscriptionFilter, ttl time.Duration) (*listenStream, error) {
 	key := listenParkKey(ss.Principal(), ack)
-	listens, err := s.listenProfiles(ctx, listenPrincipal(owner), listenInfo{Parked: key}.field(), s.listenScan())
+	listens, err := s.listenProfiles(ctx, listenPrincipal(owner), notify.ListenMatch{Parked: key}, s.listenScan())
 	if err != nil {
 		return nil, fmt.Errorf("looking for a parked listen stream: %w", err)
 	}
 	for _, st := range listens {
-		parked := listenInfoOf(st)
-		if parked.Parked != key {
-			continue // served, or parked with another filter
-		}
+		parked := st.Listen
 		process, err := s.holdLiveness(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("storing the liveness record: %w", err)
 		}
-		info := listenInfo{Process: process, Request: canonicalID(id)}
-		st.ExpiresAt, st.ClientInfo = s.opts.Now().Add(ttl), info.encode()
+		info := notify.ListenState{Process: process, Request: canonicalID(id)}
+		st.ExpiresAt, st.Listen = s.opts.Now().Add(ttl), info
 		err = s.store.UpdateSession(ctx, st)
 		if errors.Is(err, notify.ErrConflict) || errors.Is(err, notify.ErrNotFound) {
 			s.releaseLiveness(ctx)
@@ -395,7 +389,7 @@ func (s *Server) adoptListen(ctx context.Context, ss *ServerSession, owner strin
 // next listen with the same filter adopts it and gets what reached it in
 // between: the era has no replay, and this is what keeps a change from
 // falling between two streams. One write of the session: its expiry set
-// to listenParkFor, and its listenInfo to parked, with the stream's filter
+// to listenParkFor, and its Listen to parked, with the stream's filter
 // and read position, and no process (a parked stream counts against its
 // principal's bound until adopted or expired, whichever process parked
 // it) and no request (a late cancellation of the ended request finds
@@ -405,8 +399,8 @@ func (l *listenStream) park(ctx context.Context) {
 	defer cancel()
 	s := l.srv
 	until := s.opts.Now().Add(listenParkFor)
-	parked := listenInfo{Parked: listenParkKey(l.principal, l.filter), After: l.after}.encode()
-	err := l.update(ctx, func(st *notify.Session) { st.ExpiresAt, st.ClientInfo = until, parked })
+	parked := notify.ListenState{Parked: listenParkKey(l.principal, l.filter), After: l.after}
+	err := l.update(ctx, func(st *notify.Session) { st.ExpiresAt, st.Listen = until, parked })
 	if errors.Is(err, errListenTaken) {
 		return // parked (the answer was lost) and adopted since: not ours to delete
 	}
@@ -417,7 +411,7 @@ func (l *listenStream) park(ctx context.Context) {
 }
 
 // errListenTaken reports that a listen stream's backing session no
-// longer records the stream (listenInfo): another stream adopted it.
+// longer records the stream (its Listen): another stream adopted it.
 var errListenTaken = errors.New("the listen stream's backing session was adopted by another stream")
 
 // update writes f's change to the stream's backing session
@@ -428,7 +422,7 @@ var errListenTaken = errors.New("the listen stream's backing session was adopted
 // returns errListenTaken then.
 func (l *listenStream) update(ctx context.Context, f func(*notify.Session)) error {
 	return l.srv.updateSessionIf(ctx, l.sess, f, func(fresh *notify.Session) error {
-		if listenInfoOf(fresh) != l.info {
+		if fresh.Listen != l.info {
 			return errListenTaken
 		}
 		return nil

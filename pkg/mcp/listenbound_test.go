@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
 
@@ -205,8 +206,8 @@ func TestListenRefreshCheap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"mcpush/process":"` + process + `","mcpush/request":"s:R"}`; string(st.ClientInfo) != want {
-		t.Errorf("the backing session's ClientInfo %s, want %s", st.ClientInfo, want)
+	if want := (notify.ListenState{Process: process, Request: "s:R"}); st.Listen != want || st.ClientInfo != nil {
+		t.Errorf("the backing session records %+v, ClientInfo %s; want %+v and no client info", st.Listen, st.ClientInfo, want)
 	}
 	// A stream the server ends is parked for its 2 minutes, in one
 	// write: the next listen can adopt it.
@@ -216,10 +217,8 @@ func TestListenRefreshCheap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var parked map[string]any
-	_ = json.Unmarshal(st.ClientInfo, &parked)
-	if got, want := st.ExpiresAt, clock.Now().Add(2*time.Minute); got.Sub(want).Abs() > time.Second || parked["mcpush/process"] != nil || parked["mcpush/request"] != nil || parked["mcpush/parked"] == nil {
-		t.Errorf("parked: expiry %v, ClientInfo %s; want about %v (2 minutes), a park key and no process or request", got, st.ClientInfo, want)
+	if got, want := st.ExpiresAt, clock.Now().Add(2*time.Minute); got.Sub(want).Abs() > time.Second || st.Listen.Process != "" || st.Listen.Request != "" || st.Listen.Parked == "" {
+		t.Errorf("parked: expiry %v, Listen %+v; want about %v (2 minutes), a park key and no process or request", got, st.Listen, want)
 	}
 	if st.Version != before+1 {
 		t.Errorf("parking moved the session's version from %d to %d; want one write", before, st.Version)

@@ -17,12 +17,12 @@ import (
 // adoption, sees.
 type lostParkStore struct {
 	*sqlitestore.Store
-	adopter json.RawMessage // the adopting stream's ClientInfo
+	adopter notify.ListenState // the adopting stream's Listen
 	done    bool
 }
 
 func (s *lostParkStore) UpdateSession(ctx context.Context, st *notify.Session) error {
-	if s.done || listenInfoOf(st).Parked == "" {
+	if s.done || st.Listen.Parked == "" {
 		return s.Store.UpdateSession(ctx, st)
 	}
 	s.done = true
@@ -30,7 +30,7 @@ func (s *lostParkStore) UpdateSession(ctx context.Context, st *notify.Session) e
 	if err := s.Store.UpdateSession(ctx, &landed); err != nil {
 		return err
 	}
-	landed.ClientInfo = s.adopter
+	landed.Listen = s.adopter
 	if err := s.Store.UpdateSession(ctx, &landed); err != nil {
 		return err
 	}
@@ -47,14 +47,14 @@ func TestParkAfterAdoption(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer inner.Close()
-	adopter := listenInfo{Process: "process-other", Request: "s:L2"}.encode()
+	adopter := notify.ListenState{Process: "process-other", Request: "s:L2"}
 	st := &lostParkStore{Store: inner, adopter: adopter}
 	srv := NewServer(&Implementation{Name: "park", Version: "1"}, st, nil)
 	ctx := context.Background()
 	now := time.Now()
-	info := listenInfo{Process: "process-self", Request: "s:L1"}
+	info := notify.ListenState{Process: "process-self", Request: "s:L1"}
 	sess := &notify.Session{ID: "listen-park-test-0123456789", Principal: listenPrincipal("alice"), ProtocolVersion: "2026-07-28",
-		ClientInfo: info.encode(), Initialized: true, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+		Listen: info, Initialized: true, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
 	if err := inner.CreateSession(ctx, sess); err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +65,8 @@ func TestParkAfterAdoption(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after the park the adopted session is gone: %v", err)
 	}
-	if string(got.ClientInfo) != string(adopter) {
-		t.Errorf("adopted session records %s after the park's retry, want the adopter's %s", got.ClientInfo, adopter)
+	if got.Listen != adopter {
+		t.Errorf("adopted session records %+v after the park's retry, want the adopter's %+v", got.Listen, adopter)
 	}
 	if !st.done {
 		t.Fatal("the park wrote nothing")

@@ -2,7 +2,6 @@ package mcp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -15,7 +14,8 @@ import (
 // long (listenHeldTTL: one write per stream per several minutes) and still
 // stop counting against MaxListensPerPrincipal soon after the process
 // dies (SIGKILL, a crash, a frozen sandbox): each backing session names
-// the record of the process that serves it (listenInfo), and a listen
+// the record of the process that serves it (notify.ListenState.Process,
+// in its Listen), and a listen
 // refused at the bound deletes the backing sessions whose process's record
 // has expired (reclaimListens), then counts again.
 //
@@ -55,55 +55,6 @@ type liveness struct {
 	rec     *ServerSession // the record, while held
 	stop    chan struct{}  // ends the heartbeat of rec
 	checked map[string]time.Time
-}
-
-// listenInfo is what a listen backing session records in its ClientInfo
-// (which no client sees): who serves it, or that it is parked. One place
-// reads and writes it, so that parking and adopting a stream are each one
-// write of the session item.
-type listenInfo struct {
-	// Process is the liveness record of the process serving the stream
-	// ("": parked, or a store without liveness records).
-	Process string `json:"mcpush/process,omitempty"`
-	// Request is the canonical id of the listen request the stream
-	// serves: what a notifications/cancelled names (cancelListen).
-	Request string `json:"mcpush/request,omitempty"`
-	// Parked is the listenParkKey of a parked stream, which the client's
-	// next listen with the same filter adopts (adoptListen).
-	Parked string `json:"mcpush/parked,omitempty"`
-	// After is a parked stream's read position in the session's log.
-	After int64 `json:"mcpush/after,omitempty"`
-	// Session is the 2025-era session an events/stream was opened in:
-	// a DELETE of the session ends the stream (endEventStreams).
-	Session string `json:"mcpush/session,omitempty"`
-}
-
-// encode is i as a ClientInfo (nil when it records nothing).
-func (i listenInfo) encode() json.RawMessage {
-	if i == (listenInfo{}) {
-		return nil
-	}
-	b, _ := json.Marshal(i)
-	return b
-}
-
-// field is the one field i sets, as encode writes it: what a backing
-// session that records that field contains (listenProfiles).
-func (i listenInfo) field() []byte {
-	b := i.encode()
-	if len(b) < 2 {
-		return nil
-	}
-	return b[1 : len(b)-1] // without the braces
-}
-
-// listenInfoOf returns what backing session st records (zero if nothing).
-func listenInfoOf(st *notify.Session) listenInfo {
-	var i listenInfo
-	if len(st.ClientInfo) > 0 && json.Unmarshal(st.ClientInfo, &i) != nil {
-		return listenInfo{}
-	}
-	return i
 }
 
 // holdLiveness registers a listen stream with the process's liveness
@@ -226,7 +177,7 @@ func (s *Server) reclaimListens(ctx context.Context, lp string, limit int) int {
 	if now.Sub(at) < reclaimMemo {
 		return 0
 	}
-	listens, err := s.listenProfiles(ctx, lp, nil, limit)
+	listens, err := s.listenProfiles(ctx, lp, notify.ListenMatch{}, limit)
 	if err != nil {
 		s.log.WarnContext(ctx, "listing the listen streams of a principal", "err", err)
 		return 0
@@ -235,7 +186,7 @@ func (s *Server) reclaimListens(ctx context.Context, lp string, limit int) int {
 	reclaimed := 0
 	for _, st := range listens {
 		id := st.ID
-		owner := listenInfoOf(st).Process
+		owner := st.Listen.Process
 		if owner == "" || owner == self {
 			continue
 		}

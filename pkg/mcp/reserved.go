@@ -16,6 +16,12 @@ import (
 //     livenessPrincipal (the processes' liveness records), and the
 //     addressPrefix principals of anonymous clients (per client address);
 //   - subscription URIs: taskURI (a listen stream's interest in a task);
+//   - the listen state of a backing session: not a name but a typed field
+//     of its record, notify.ListenState in Session.Listen (the process
+//     serving the stream and its request; or, parked, its listenParkKey
+//     and read position; the 2025-era session an events stream was
+//     opened in), written by listen.go and events_stream.go and looked
+//     up through the store with a notify.ListenMatch (listenProfiles);
 //   - control records in a log, never sent to a client (isControl):
 //     takeover (a GET stream replaced), streamOpen (a POST stream's log
 //     started), listenCancel (a listen stream ended by its request id).

@@ -50,8 +50,8 @@ func (o *StoreOptions) WithDefaults() StoreOptions {
 
 // CheckSession validates the fields of sess that CreateSession and
 // UpdateSession write, the same way for every implementation: an empty id
-// or a zero ExpiresAt is ErrInvalid; client info and capabilities over
-// MaxItemBytes together are ErrTooLarge.
+// or a zero ExpiresAt is ErrInvalid; client info, capabilities and the
+// listen state's strings over MaxItemBytes together are ErrTooLarge.
 func CheckSession(sess *Session) error {
 	switch {
 	case sess == nil:
@@ -61,8 +61,8 @@ func CheckSession(sess *Session) error {
 	case sess.ExpiresAt.IsZero():
 		return fmt.Errorf("%w: zero ExpiresAt", ErrInvalid)
 	}
-	if n := len(sess.ClientInfo) + len(sess.ClientCapabilities); n > MaxItemBytes {
-		return fmt.Errorf("%w: client info and capabilities is %d bytes, limit %d", ErrTooLarge, n, MaxItemBytes)
+	if n := len(sess.ClientInfo) + len(sess.ClientCapabilities) + sess.Listen.size(); n > MaxItemBytes {
+		return fmt.Errorf("%w: client info, capabilities and listen state are %d bytes, limit %d", ErrTooLarge, n, MaxItemBytes)
 	}
 	return nil
 }

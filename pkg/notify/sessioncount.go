@@ -35,9 +35,11 @@ func CheckCountSessions(principal string, limit int) error {
 
 // CheckProfiles validates the arguments of ProfileLister.PrincipalProfiles
 // the same way for every store.
-func CheckProfiles(principal string, match []byte, limit int) error {
-	if len(match) > MaxURIBytes {
-		return fmt.Errorf("%w: match of %d bytes, limit %d", ErrTooLarge, len(match), MaxURIBytes)
+func CheckProfiles(principal string, match ListenMatch, limit int) error {
+	for _, f := range []string{match.Request, match.Parked, match.Session} {
+		if len(f) > MaxURIBytes {
+			return fmt.Errorf("%w: match of %d bytes, limit %d", ErrTooLarge, len(f), MaxURIBytes)
+		}
 	}
 	return CheckCountSessions(principal, limit)
 }
@@ -62,21 +64,21 @@ type SessionReclaimer interface {
 
 // ProfileLister reads the profiles of a principal's sessions in one go,
 // for a server that must look at each of them: a listen stream's
-// cancellation or adoption looks for the backing session that records a
-// request id or a parked filter, and a reclaim for those whose serving
-// process is gone (ClientInfo). Both stores implement it; it is a
+// cancellation or adoption looks for the backing session whose
+// ListenState records a request id or a parked filter, and a reclaim for
+// those whose serving process is gone. Both stores implement it; it is a
 // capability beside Store that mcp.Store requires. Safe for concurrent
 // use by many processes.
 type ProfileLister interface {
 	// PrincipalProfiles returns up to limit live sessions of principal
-	// (those CountSessions counts) whose ClientInfo contains match, or
-	// all of them when match is empty, sorted by ID, each as GetSession
-	// returns it but without Subscriptions and StreamHead: one read of
-	// the principal's index and (DynamoDB) one batched read of the
-	// sessions per 100, which a store may filter where it reads (SQLite:
-	// only the matching rows are decoded). A limit < 1 is ErrInvalid; a
-	// principal or a match over MaxURIBytes is ErrTooLarge.
-	PrincipalProfiles(ctx context.Context, principal string, match []byte, limit int) ([]*Session, error)
+	// (those CountSessions counts) whose Listen matches match (the zero
+	// ListenMatch: all of them), sorted by ID, each as GetSession returns
+	// it but without Subscriptions and StreamHead: one read of the
+	// principal's index and (DynamoDB) one batched read of the sessions
+	// per 100, which a store may filter where it reads (SQLite: only the
+	// matching rows are read). A limit < 1 is ErrInvalid; a principal or
+	// a field of match over MaxURIBytes is ErrTooLarge.
+	PrincipalProfiles(ctx context.Context, principal string, match ListenMatch, limit int) ([]*Session, error)
 }
 
 // MaxIdleSessionScan is how many of a principal's least recently extended

@@ -48,6 +48,9 @@ type Session struct {
 	Initialized        bool            // notifications/initialized received
 	CreatedAt          time.Time
 	ExpiresAt          time.Time // idle expiry; an expired session is not found
+	// Listen is what the backing session of a listen or events stream
+	// records (ListenState); zero for every other session.
+	Listen ListenState
 
 	// Read-only views, filled by GetSession and maintained by other methods.
 	Version        int64             // optimistic-concurrency token for UpdateSession

@@ -1,7 +1,6 @@
 package dynamostore
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -85,12 +84,12 @@ var _ notify.ProfileLister = (*Store)(nil)
 // PrincipalProfiles implements notify.ProfileLister: one Query of the
 // principal's index (every entry, whatever expiry it recorded), then the
 // session items, one BatchGetItem per 100, until limit live ones that
-// match are read (the match is applied to the items read: every session
-// of the principal costs its read). It writes no entry's recorded expiry (CountSessions does): a
+// match are read (the match is applied to the listen state of the items
+// read: every session of the principal costs its read). It writes no entry's recorded expiry (CountSessions does): a
 // session that outlived it costs no write here, only its read. The
 // entries of sessions found expired or gone are deleted, best effort.
-func (s *Store) PrincipalProfiles(ctx context.Context, principal string, match []byte, limit int) (out []*notify.Session, err error) {
-	defer wrap(&err, "dynamostore: PrincipalProfiles(%.64q, %.64q, %d)", principal, match, limit)
+func (s *Store) PrincipalProfiles(ctx context.Context, principal string, match notify.ListenMatch, limit int) (out []*notify.Session, err error) {
+	defer wrap(&err, "dynamostore: PrincipalProfiles(%.64q, %+.64v, %d)", principal, match, limit)
 	if err := notify.CheckProfiles(principal, match, limit); err != nil {
 		return nil, err
 	}
@@ -113,8 +112,8 @@ func (s *Store) PrincipalProfiles(ctx context.Context, principal string, match [
 		}
 		for _, id := range chunk {
 			if m := found[id]; live(m, now) && getS(m, attrPrincipal) == principal {
-				if bytes.Contains(getB(m, attrClientInfo), match) {
-					out = append(out, sessionOf(id, m))
+				if p := sessionOf(id, m); match.Matches(p.Listen) {
+					out = append(out, p)
 				}
 			} else {
 				// Expired sessions never come back, and ids are not

@@ -29,6 +29,7 @@ const (
 	attrUpdateTok    = "utok"
 	attrDeleteTok    = "dtok"
 	attrURI          = "uri"
+	attrListen       = "lis" // notify.ListenState, a map (listenAV)
 	maxTransactItems = 100
 )
 
@@ -147,8 +148,52 @@ func sessionItem(sess *notify.Session, hashes map[string]types.AttributeValue, t
 	meta[attrVersion] = avN(sess.Version)
 	meta[attrDelivered] = avN(sess.Delivered)
 	meta[attrHashes] = &types.AttributeValueMemberM{Value: hashes}
+	if sess.Listen != (notify.ListenState{}) {
+		meta[attrListen] = listenAV(sess.Listen)
+	}
 	meta[attrTok] = avS(tok)
 	return meta
+}
+
+// Members of a session item's listen state (attrListen): only those set.
+const (
+	listenProcess = "p"
+	listenRequest = "r"
+	listenParked  = "k"
+	listenAfter   = "a"
+	listenSession = "s"
+)
+
+// listenAV is the attribute value of a non-zero listen state: a map of
+// its non-empty fields.
+func listenAV(l notify.ListenState) types.AttributeValue {
+	m := make(item, 5)
+	for _, f := range [...]struct{ name, v string }{
+		{listenProcess, l.Process}, {listenRequest, l.Request}, {listenParked, l.Parked}, {listenSession, l.Session},
+	} {
+		if f.v != "" {
+			m[f.name] = avS(f.v)
+		}
+	}
+	if l.After != 0 {
+		m[listenAfter] = avN(l.After)
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+// listenOf is the listen state a session item records (zero if none).
+func listenOf(meta item) notify.ListenState {
+	m, ok := meta[attrListen].(*types.AttributeValueMemberM)
+	if !ok {
+		return notify.ListenState{}
+	}
+	return notify.ListenState{
+		Process: getS(m.Value, listenProcess),
+		Request: getS(m.Value, listenRequest),
+		Parked:  getS(m.Value, listenParked),
+		After:   getN(m.Value, listenAfter),
+		Session: getS(m.Value, listenSession),
+	}
 }
 
 // subscriptionPuts returns the writes that subscribe session id to uri:
@@ -246,6 +291,7 @@ func sessionOf(id string, meta item) *notify.Session {
 		Version:            getN(meta, attrVersion),
 		NotifiedHashes:     make(map[string]string),
 		Delivered:          getN(meta, attrDelivered),
+		Listen:             listenOf(meta),
 	}
 	if m, ok := meta[attrHashes].(*types.AttributeValueMemberM); ok {
 		for kind, v := range m.Value {
@@ -254,6 +300,10 @@ func sessionOf(id string, meta item) *notify.Session {
 			}
 		}
 	}
+	// An item of a version before the listen state had an attribute of
+	// its own keeps it in its client info: read as this version writes it
+	// (its session's next UpdateSession writes it so).
+	notify.UpgradeListen(sess)
 	return sess
 }
 
@@ -290,6 +340,11 @@ func (s *Store) UpdateSession(ctx context.Context, sess *notify.Session) (err er
 		} else {
 			set = append(set, e.n(f.name)+" = "+e.v(avB(f.v)))
 		}
+	}
+	if sess.Listen == (notify.ListenState{}) {
+		remove = append(remove, e.n(attrListen))
+	} else {
+		set = append(set, e.n(attrListen)+" = "+e.v(listenAV(sess.Listen)))
 	}
 	update := "SET " + strings.Join(set, ", ")
 	if len(remove) > 0 {

@@ -153,10 +153,10 @@ func (s *Store) profileTx(ctx context.Context, tx *sql.Tx, id string, now int64)
 		createdAt, expiresAt int64
 		hashes               notifiedHashes
 	)
-	err := tx.StmtContext(ctx, s.st.liveProfile).QueryRowContext(ctx, id, now).Scan(
+	err := tx.StmtContext(ctx, s.st.liveProfile).QueryRowContext(ctx, id, now).Scan(append([]any{
 		&sess.Principal, &sess.ProtocolVersion, (*[]byte)(&sess.ClientInfo), (*[]byte)(&sess.ClientCapabilities),
 		&sess.LogLevel, &sess.Initialized, &createdAt, &expiresAt, &sess.Version,
-		&sess.Delivered, &hashes[0], &hashes[1], &hashes[2], &hashes[3])
+		&sess.Delivered, &hashes[0], &hashes[1], &hashes[2], &hashes[3]}, listenFields(&sess.Listen)...)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, hashes, notify.ErrNotFound
 	}

@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/mcpush/mcpush/pkg/notify"
 )
 
 // schema creates every table. Times are Unix nanoseconds. Rows that expire
@@ -28,7 +30,12 @@ CREATE TABLE IF NOT EXISTS sessions (
 	notified_tools      TEXT, -- last notified hash per registry; NULL when never set
 	notified_resources  TEXT,
 	notified_prompts    TEXT,
-	notified_events     TEXT -- schema version 3
+	notified_events     TEXT, -- schema version 3
+	listen_process      TEXT NOT NULL DEFAULT '', -- notify.ListenState (schema version 4)
+	listen_request      TEXT NOT NULL DEFAULT '',
+	listen_parked       TEXT NOT NULL DEFAULT '',
+	listen_after        INTEGER NOT NULL DEFAULT 0,
+	listen_session      TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS sessions_expires_at ON sessions (expires_at);
 
@@ -122,6 +129,21 @@ CREATE TABLE IF NOT EXISTS changes (
 CREATE INDEX IF NOT EXISTS changes_expires_at ON changes (expires_at);
 `
 
+// listenColumns are the sessions columns of a notify.ListenState, in the
+// order of listenFields.
+const listenColumns = `listen_process, listen_request, listen_parked, listen_after, listen_session`
+
+// listenFields are the fields of l in the order of listenColumns: the
+// values to write, or the destinations of a Scan.
+func listenFields(l *notify.ListenState) []any {
+	return []any{&l.Process, &l.Request, &l.Parked, &l.After, &l.Session}
+}
+
+// listenValues are the values of l in the order of listenColumns.
+func listenValues(l notify.ListenState) []any {
+	return []any{l.Process, l.Request, l.Parked, l.After, l.Session}
+}
+
 // statements holds the prepared statements of a Store. Read statements
 // are prepared on the read pool; write statements on the writer, and used
 // inside write transactions through Tx.StmtContext.
@@ -182,7 +204,7 @@ func prepare(w, r *sql.DB) (*statements, error) {
 		{&st.getSession, r, `
 			SELECT principal, protocol_version, client_info, client_capabilities, log_level,
 				initialized, created_at, expires_at, version, delivered,
-				notified_tools, notified_resources, notified_prompts, notified_events,
+				notified_tools, notified_resources, notified_prompts, notified_events, ` + listenColumns + `,
 				(SELECT json_group_array(uri) FROM subscriptions WHERE session_id = ?1),
 				COALESCE((SELECT last_seq FROM streams WHERE session_id = ?1 AND stream_id = ?3), 0)
 			FROM sessions WHERE id = ?1 AND expires_at > ?2`},
@@ -218,18 +240,19 @@ func prepare(w, r *sql.DB) (*statements, error) {
 		{&st.liveProfile, w, `
 			SELECT principal, protocol_version, client_info, client_capabilities, log_level,
 				initialized, created_at, expires_at, version, delivered,
-				notified_tools, notified_resources, notified_prompts, notified_events
+				notified_tools, notified_resources, notified_prompts, notified_events, ` + listenColumns + `
 			FROM sessions WHERE id = ?1 AND expires_at > ?2`},
 		{&st.subscriptionAt, w, `SELECT position, since FROM subscriptions WHERE session_id = ?1 AND uri = ?2`},
 		{&st.setSubscriptionAt, w, `UPDATE subscriptions SET position = ?3 WHERE session_id = ?1 AND uri = ?2`},
 		{&st.insertSession, w, `
 			INSERT INTO sessions (id, principal, protocol_version, client_info, client_capabilities,
 				log_level, initialized, created_at, expires_at, version, delivered,
-				notified_tools, notified_resources, notified_prompts, notified_events)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)`},
+				notified_tools, notified_resources, notified_prompts, notified_events, ` + listenColumns + `)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)`},
 		{&st.updateSession, w, `
 			UPDATE sessions SET protocol_version = ?2, client_info = ?3, client_capabilities = ?4,
-				log_level = ?5, initialized = ?6, expires_at = ?7, version = version + 1
+				log_level = ?5, initialized = ?6, expires_at = ?7, version = version + 1,
+				listen_process = ?8, listen_request = ?9, listen_parked = ?10, listen_after = ?11, listen_session = ?12
 			WHERE id = ?1`},
 		{&st.markDelivered, w, `
 			UPDATE sessions SET delivered = max(delivered, ?2) WHERE id = ?1 AND expires_at > ?3`},

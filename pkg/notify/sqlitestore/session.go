@@ -48,11 +48,11 @@ func (s *Store) CreateSession(ctx context.Context, sess *notify.Session) (err er
 				return err
 			}
 		}
-		if _, err := tx.StmtContext(ctx, s.st.insertSession).ExecContext(ctx,
+		if _, err := tx.StmtContext(ctx, s.st.insertSession).ExecContext(ctx, append([]any{
 			sess.ID, sess.Principal, sess.ProtocolVersion, nullBytes(sess.ClientInfo),
 			nullBytes(sess.ClientCapabilities), sess.LogLevel, sess.Initialized,
 			toNanos(sess.CreatedAt), toNanos(sess.ExpiresAt), sess.Version, sess.Delivered,
-			hashes[0], hashes[1], hashes[2], hashes[3],
+			hashes[0], hashes[1], hashes[2], hashes[3]}, listenValues(sess.Listen)...)...,
 		); err != nil {
 			return err
 		}
@@ -85,10 +85,11 @@ func (s *Store) GetSession(ctx context.Context, id string) (_ *notify.Session, e
 		hashes               notifiedHashes
 		subs                 string
 	)
-	err = s.st.getSession.QueryRowContext(ctx, id, toNanos(s.now()), notify.SessionStream).Scan(
-		&sess.Principal, &sess.ProtocolVersion, (*[]byte)(&sess.ClientInfo), (*[]byte)(&sess.ClientCapabilities),
+	dest := []any{&sess.Principal, &sess.ProtocolVersion, (*[]byte)(&sess.ClientInfo), (*[]byte)(&sess.ClientCapabilities),
 		&sess.LogLevel, &sess.Initialized, &createdAt, &expiresAt, &sess.Version,
-		&sess.Delivered, &hashes[0], &hashes[1], &hashes[2], &hashes[3], &subs, &sess.StreamHead)
+		&sess.Delivered, &hashes[0], &hashes[1], &hashes[2], &hashes[3]}
+	dest = append(append(dest, listenFields(&sess.Listen)...), &subs, &sess.StreamHead)
+	err = s.st.getSession.QueryRowContext(ctx, id, toNanos(s.now()), notify.SessionStream).Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notify.ErrNotFound
 	}
@@ -126,9 +127,9 @@ func (s *Store) UpdateSession(ctx context.Context, sess *notify.Session) (err er
 		if version != sess.Version {
 			return fmt.Errorf("%w: version is %d, not %d", notify.ErrConflict, version, sess.Version)
 		}
-		_, err = tx.StmtContext(ctx, s.st.updateSession).ExecContext(ctx, sess.ID,
+		_, err = tx.StmtContext(ctx, s.st.updateSession).ExecContext(ctx, append([]any{sess.ID,
 			sess.ProtocolVersion, nullBytes(sess.ClientInfo), nullBytes(sess.ClientCapabilities),
-			sess.LogLevel, sess.Initialized, toNanos(sess.ExpiresAt))
+			sess.LogLevel, sess.Initialized, toNanos(sess.ExpiresAt)}, listenValues(sess.Listen)...)...)
 		return err
 	})
 	if err != nil {

@@ -75,24 +75,25 @@ func (s *Store) IdleSessions(ctx context.Context, principal string, expiresBy ti
 var _ notify.ProfileLister = (*Store)(nil)
 
 // principalProfiles lists the profiles of the unexpired sessions of
-// principal ?1 at ?2 whose client_info contains ?4 (all when it is
-// empty), by id, up to ?3.
+// principal ?1 at ?2 whose listen state matches ?4 (request), ?5
+// (parked) and ?6 (session), each when it is not empty
+// (notify.ListenMatch), by id, up to ?3.
 const principalProfiles = `SELECT id, principal, protocol_version, client_info, client_capabilities, log_level,
 		initialized, created_at, expires_at, version, delivered,
-		notified_tools, notified_resources, notified_prompts, notified_events
+		notified_tools, notified_resources, notified_prompts, notified_events, ` + listenColumns + `
 	FROM sessions WHERE principal = ?1 AND expires_at > ?2
-		AND (?4 = '' OR instr(CAST(client_info AS TEXT), ?4) > 0)
+		AND (?4 = '' OR listen_request = ?4) AND (?5 = '' OR listen_parked = ?5) AND (?6 = '' OR listen_session = ?6)
 	ORDER BY id LIMIT ?3`
 
 // PrincipalProfiles implements notify.ProfileLister with one read over
 // the principal index.
-func (s *Store) PrincipalProfiles(ctx context.Context, principal string, match []byte, limit int) (out []*notify.Session, err error) {
-	defer wrap(&err, "sqlitestore: PrincipalProfiles(%.64q, %.64q, %d)", principal, match, limit)
+func (s *Store) PrincipalProfiles(ctx context.Context, principal string, match notify.ListenMatch, limit int) (out []*notify.Session, err error) {
+	defer wrap(&err, "sqlitestore: PrincipalProfiles(%.64q, %+.64v, %d)", principal, match, limit)
 	if err := notify.CheckProfiles(principal, match, limit); err != nil {
 		return nil, err
 	}
 	s.ensurePrincipalIndex(ctx)
-	rows, err := s.r.QueryContext(ctx, principalProfiles, principal, toNanos(s.now()), limit, string(match))
+	rows, err := s.r.QueryContext(ctx, principalProfiles, principal, toNanos(s.now()), limit, match.Request, match.Parked, match.Session)
 	if err != nil {
 		return nil, err
 	}
@@ -103,9 +104,9 @@ func (s *Store) PrincipalProfiles(ctx context.Context, principal string, match [
 			createdAt, expiresAt int64
 			hashes               notifiedHashes
 		)
-		if err := rows.Scan(&sess.ID, &sess.Principal, &sess.ProtocolVersion, (*[]byte)(&sess.ClientInfo), (*[]byte)(&sess.ClientCapabilities),
+		if err := rows.Scan(append([]any{&sess.ID, &sess.Principal, &sess.ProtocolVersion, (*[]byte)(&sess.ClientInfo), (*[]byte)(&sess.ClientCapabilities),
 			&sess.LogLevel, &sess.Initialized, &createdAt, &expiresAt, &sess.Version,
-			&sess.Delivered, &hashes[0], &hashes[1], &hashes[2], &hashes[3]); err != nil {
+			&sess.Delivered, &hashes[0], &hashes[1], &hashes[2], &hashes[3]}, listenFields(&sess.Listen)...)...); err != nil {
 			return nil, err
 		}
 		sess.CreatedAt, sess.ExpiresAt = fromNanos(createdAt), fromNanos(expiresAt)

@@ -46,7 +46,7 @@ const (
 	pruneBatch    = 500
 
 	// schemaVersion is stored in PRAGMA user_version.
-	schemaVersion = 3
+	schemaVersion = 4
 )
 
 // Options configures a Store: notify.StoreOptions, the options every store
@@ -219,12 +219,63 @@ func (s *Store) tryInitSchema(ctx context.Context) error {
 				return fmt.Errorf("upgrading the schema from version %d: %w", v, err)
 			}
 		}
+		if v >= 1 && v < 4 {
+			// Version 4 keeps a backing session's notify.ListenState in
+			// columns of its own, where earlier versions wrote it into
+			// client_info.
+			for _, col := range []string{
+				`listen_process TEXT NOT NULL DEFAULT ''`, `listen_request TEXT NOT NULL DEFAULT ''`,
+				`listen_parked TEXT NOT NULL DEFAULT ''`, `listen_after INTEGER NOT NULL DEFAULT 0`,
+				`listen_session TEXT NOT NULL DEFAULT ''`,
+			} {
+				if _, err := tx.ExecContext(ctx, `ALTER TABLE sessions ADD COLUMN `+col); err != nil {
+					return fmt.Errorf("upgrading the schema from version %d: %w", v, err)
+				}
+			}
+			if err := upgradeListens(ctx, tx); err != nil {
+				return fmt.Errorf("upgrading the schema from version %d: %w", v, err)
+			}
+		}
 		if _, err := tx.ExecContext(ctx, schema); err != nil {
 			return fmt.Errorf("creating schema: %w", err)
 		}
 		_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 		return err
 	})
+}
+
+// upgradeListens moves the listen state of every backing session that a
+// version before schema version 4 wrote into client_info to the listen_*
+// columns (notify.UpgradeListen decides which rows hold one, and reads
+// it), in the upgrade's transaction.
+func upgradeListens(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT id, principal, client_info FROM sessions
+		WHERE substr(CAST(client_info AS TEXT), 1, 9) = '{"mcpush/'`)
+	if err != nil {
+		return err
+	}
+	var found []*notify.Session
+	for rows.Next() {
+		sess := &notify.Session{}
+		if err := rows.Scan(&sess.ID, &sess.Principal, (*[]byte)(&sess.ClientInfo)); err != nil {
+			rows.Close()
+			return err
+		}
+		if notify.UpgradeListen(sess) {
+			found = append(found, sess)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, sess := range found {
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET client_info = NULL, `+
+			`listen_process = ?2, listen_request = ?3, listen_parked = ?4, listen_after = ?5, listen_session = ?6 WHERE id = ?1`,
+			append([]any{sess.ID}, listenValues(sess.Listen)...)...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close closes the database connections. It is safe to call more than

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,64 @@ func testSessionFresh(t *testing.T, s *suite) {
 	if diff := cmp.Diff(map[string]string{notify.RegistryTools: "h-tools"}, getSession(t, st, "baseline").NotifiedHashes); diff != "" {
 		t.Errorf("NotifiedHashes mismatch (-want +got):\n%s", diff)
 	}
+}
+
+// testSessionListen checks Session.Listen, the listen state of a
+// stream's backing session: written by CreateSession and UpdateSession
+// like the rest of the profile (set, changed, cleared), read back whole
+// by GetSession and by another Store on the same database, kept apart
+// from ClientInfo (a session may have both); its strings count against
+// MaxItemBytes with ClientInfo and ClientCapabilities: over it,
+// ErrTooLarge and nothing written.
+func testSessionListen(t *testing.T, s *suite) {
+	st, _, other := storesAs(t, s)
+	ctx := t.Context()
+	served := notify.ListenState{Process: "process-1", Request: "s:L1", Session: "sess-2025"}
+	sess := createSession(t, st, "listen-1", func(s *notify.Session) {
+		s.Principal = "mcpush-listen:abc"
+		s.ClientInfo = json.RawMessage(`{"name":"c"}`)
+		s.Listen = served
+	})
+	check := func(want notify.ListenState, info string) {
+		t.Helper()
+		for _, st := range []Store{st, other} {
+			got := getSession(t, st, "listen-1")
+			if got.Listen != want || string(got.ClientInfo) != info {
+				t.Errorf("GetSession: Listen %+v, ClientInfo %s; want %+v, %s", got.Listen, got.ClientInfo, want, info)
+			}
+		}
+	}
+	check(served, `{"name":"c"}`)
+
+	parked := notify.ListenState{Parked: "key", After: 42}
+	sess.Listen, sess.ClientInfo = parked, nil
+	if err := st.UpdateSession(ctx, sess); err != nil {
+		t.Fatalf("UpdateSession(parked): %v", err)
+	}
+	check(parked, "")
+
+	// Too large with the client info: refused, the stored one kept.
+	big := *sess
+	big.ClientInfo = json.RawMessage(`"` + strings.Repeat("i", notify.MaxItemBytes/2) + `"`)
+	big.Listen = notify.ListenState{Request: strings.Repeat("r", notify.MaxItemBytes/2)}
+	if err := st.UpdateSession(ctx, &big); !errors.Is(err, notify.ErrTooLarge) {
+		t.Errorf("UpdateSession(client info and listen state over MaxItemBytes) = %v, want ErrTooLarge", err)
+	}
+	tooBig := newSession("listen-2")
+	tooBig.Listen = notify.ListenState{Process: strings.Repeat("p", notify.MaxItemBytes+1)}
+	if err := st.CreateSession(ctx, tooBig); !errors.Is(err, notify.ErrTooLarge) {
+		t.Errorf("CreateSession(listen state over MaxItemBytes) = %v, want ErrTooLarge", err)
+	}
+	if _, err := st.GetSession(ctx, "listen-2"); !errors.Is(err, notify.ErrNotFound) {
+		t.Errorf("GetSession of the refused session = %v, want ErrNotFound", err)
+	}
+	check(parked, "")
+
+	sess.Listen = notify.ListenState{}
+	if err := st.UpdateSession(ctx, sess); err != nil {
+		t.Fatalf("UpdateSession(cleared): %v", err)
+	}
+	check(notify.ListenState{}, "")
 }
 
 func testUpdateSession(t *testing.T, s *suite) {

@@ -158,15 +158,16 @@ func testIdleSessions(t *testing.T, s *suite) {
 }
 
 // testPrincipalProfiles checks notify.ProfileLister: the live sessions
-// of a principal, sorted, up to the limit, only those whose ClientInfo
-// contains the match when there is one; from any Store on the same
+// of a principal, sorted, up to the limit, only those whose Listen
+// matches when there is a match (each field of it, and not the bytes of
+// another field or of ClientInfo); from any Store on the same
 // database; not another principal's, not deleted or expired ones, an
 // extended one past its first expiry still; each profile as GetSession
 // reads it; bad arguments are refused.
 func testPrincipalProfiles(t *testing.T, s *suite) {
 	st, pl, other := storesAs(t, s)
 	ctx := t.Context()
-	checkMatch := func(pl notify.ProfileLister, principal string, match []byte, limit int, want ...string) {
+	checkMatch := func(pl notify.ProfileLister, principal string, match notify.ListenMatch, limit int, want ...string) {
 		t.Helper()
 		profiles, err := pl.PrincipalProfiles(ctx, principal, match, limit)
 		var ids []string
@@ -183,12 +184,12 @@ func testPrincipalProfiles(t *testing.T, s *suite) {
 			}
 		}
 		if err != nil || !slices.Equal(ids, want) {
-			t.Errorf("PrincipalProfiles(%q, %q, %d) = %q, %v; want %q", principal, match, limit, ids, err, want)
+			t.Errorf("PrincipalProfiles(%q, %+v, %d) = %q, %v; want %q", principal, match, limit, ids, err, want)
 		}
 	}
 	check := func(pl notify.ProfileLister, principal string, limit int, want ...string) {
 		t.Helper()
-		checkMatch(pl, principal, nil, limit, want...)
+		checkMatch(pl, principal, notify.ListenMatch{}, limit, want...)
 	}
 	of := principalOf
 	soon := now().Add(time.Second)
@@ -197,42 +198,71 @@ func testPrincipalProfiles(t *testing.T, s *suite) {
 	createSession(t, st, "p1", of("alice"), short)
 	ext := createSession(t, st, "p2", of("alice"), short)
 	createSession(t, st, "p4", of("alice"), func(s *notify.Session) {
-		s.ClientInfo, s.ClientCapabilities = json.RawMessage(`{"mcpush/process":"x"}`), json.RawMessage(`{"roots":{}}`)
+		s.ClientInfo, s.ClientCapabilities = json.RawMessage(`{"name":"k1"}`), json.RawMessage(`{"roots":{}}`)
 		s.NotifiedHashes = map[string]string{notify.RegistryTools: "h1"}
+		s.Listen = notify.ListenState{Process: "proc", Request: "s:r1", Session: "sess-1"}
 	})
-	createSession(t, st, "q1", of("bob"))
+	createSession(t, st, "p5", of("alice"), func(s *notify.Session) {
+		s.Listen = notify.ListenState{Parked: "k1", After: 7}
+	})
+	createSession(t, st, "q1", of("bob"), func(s *notify.Session) {
+		s.Listen = notify.ListenState{Parked: "k1"}
+	})
 	ext.ExpiresAt = now().Add(time.Hour)
 	if err := st.UpdateSession(ctx, ext); err != nil {
 		t.Fatalf("UpdateSession(extend): %v", err)
 	}
-	check(pl, "alice", 10, "p1", "p2", "p3", "p4")
+	check(pl, "alice", 10, "p1", "p2", "p3", "p4", "p5")
 	if late := time.Since(soon); late >= 0 {
 		t.Fatalf("setting up took %v too long: the checks before expiry ran after it", late)
 	}
 	time.Sleep(time.Until(soon) + 200*time.Millisecond)
-	check(pl, "alice", 10, "p2", "p3", "p4") // p1 expired, p2 extended
-	check(other, "alice", 10, "p2", "p3", "p4")
-	// Only those whose ClientInfo contains the match.
-	checkMatch(pl, "alice", []byte(`"mcpush/process":"x"`), 10, "p4")
-	checkMatch(other, "alice", []byte(`"mcpush/process":"y"`), 10)
-	checkMatch(pl, "bob", []byte(`"mcpush/process":"x"`), 10)
-	if got, err := pl.PrincipalProfiles(ctx, "alice", nil, 2); err != nil || len(got) != 2 {
+	check(pl, "alice", 10, "p2", "p3", "p4", "p5") // p1 expired, p2 extended
+	check(other, "alice", 10, "p2", "p3", "p4", "p5")
+	// Only those whose Listen matches: every field of the match, each
+	// against its own field.
+	m := func(request, parked, session string) notify.ListenMatch {
+		return notify.ListenMatch{Request: request, Parked: parked, Session: session}
+	}
+	checkMatch(pl, "alice", m("s:r1", "", ""), 10, "p4")
+	checkMatch(other, "alice", m("", "k1", ""), 10, "p5")
+	checkMatch(pl, "alice", m("", "", "sess-1"), 10, "p4")
+	checkMatch(pl, "alice", m("s:r1", "", "sess-1"), 10, "p4")
+	checkMatch(pl, "alice", m("s:r1", "k1", ""), 10)
+	checkMatch(pl, "alice", m("s:r2", "", ""), 10)
+	checkMatch(pl, "alice", m("proc", "", ""), 10)     // the process is not the request
+	checkMatch(pl, "alice", m("", "k1", "sess-1"), 10) // nor one field another's
+	checkMatch(pl, "alice", m("", "k", ""), 10)        // nor a prefix the value
+	checkMatch(pl, "alice", m("", "", "k1"), 10)
+	checkMatch(pl, "bob", m("", "k1", ""), 10, "q1")
+	// An update changes what matches.
+	p5 := getSession(t, st, "p5")
+	p5.Listen = notify.ListenState{Process: "proc2", Request: "s:r2"}
+	if err := st.UpdateSession(ctx, p5); err != nil {
+		t.Fatalf("UpdateSession(p5): %v", err)
+	}
+	checkMatch(other, "alice", m("", "k1", ""), 10)
+	checkMatch(other, "alice", m("s:r2", "", ""), 10, "p5")
+	if got, err := pl.PrincipalProfiles(ctx, "alice", notify.ListenMatch{}, 2); err != nil || len(got) != 2 {
 		t.Errorf("PrincipalProfiles(alice, 2) = %d sessions, %v; want 2 of them", len(got), err)
 	}
 	if err := st.DeleteSession(ctx, "p3"); err != nil {
 		t.Fatal(err)
 	}
-	check(other, "alice", 10, "p2", "p4")
+	check(other, "alice", 10, "p2", "p4", "p5")
 	check(pl, "bob", 10, "q1")
 	check(pl, "carol", 10)
-	if _, err := pl.PrincipalProfiles(ctx, "alice", nil, 0); !wantErr(err, notify.ErrInvalid) {
+	if _, err := pl.PrincipalProfiles(ctx, "alice", notify.ListenMatch{}, 0); !wantErr(err, notify.ErrInvalid) {
 		t.Errorf("PrincipalProfiles(limit 0) = %v, want ErrInvalid", err)
 	}
-	if _, err := pl.PrincipalProfiles(ctx, strings.Repeat("p", notify.MaxURIBytes+1), nil, 1); !wantErr(err, notify.ErrTooLarge) {
+	if _, err := pl.PrincipalProfiles(ctx, strings.Repeat("p", notify.MaxURIBytes+1), notify.ListenMatch{}, 1); !wantErr(err, notify.ErrTooLarge) {
 		t.Errorf("PrincipalProfiles(long principal) = %v, want ErrTooLarge", err)
 	}
-	if _, err := pl.PrincipalProfiles(ctx, "alice", []byte(strings.Repeat("m", notify.MaxURIBytes+1)), 1); !wantErr(err, notify.ErrTooLarge) {
-		t.Errorf("PrincipalProfiles(long match) = %v, want ErrTooLarge", err)
+	long := strings.Repeat("m", notify.MaxURIBytes+1)
+	for _, match := range []notify.ListenMatch{m(long, "", ""), m("", long, ""), m("", "", long)} {
+		if _, err := pl.PrincipalProfiles(ctx, "alice", match, 1); !wantErr(err, notify.ErrTooLarge) {
+			t.Errorf("PrincipalProfiles(a long match field) = %v, want ErrTooLarge", err)
+		}
 	}
 }
 

@@ -72,6 +72,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"Session", testSession},
 		{"SessionFresh", testSessionFresh},
 		{"UpdateSession", testUpdateSession},
+		{"SessionListen", testSessionListen},
 		{"DeleteSession", testDeleteSession},
 		{"MissingSession", testMissingSession},
 		{"Expiry", testExpiry},
