@@ -478,8 +478,7 @@ func (es *eventStream) start(ctx context.Context, truncated bool) (heldMsg, erro
 // sid of owner, which was deleted: it appends the cancellation record of
 // each one's request to its backing session's log (found among owner's
 // backing sessions, listenProfiles: one read), which the stream reads at
-// once, on whichever process serves it. A store without
-// notify.ProfileLister ends none this way: they end at their deadline.
+// once, on whichever process serves it.
 func (s *Server) endEventStreams(ctx context.Context, owner, sid string) {
 	if !s.eventsOn() || sid == "" {
 		return

@@ -107,9 +107,7 @@ func (e *errListenQuota) Error() string {
 // poll, on whichever process it is served. It looks among the backing
 // sessions of owner (quotaPrincipal: for an anonymous client, its
 // address): one read (listenProfiles); a cancellation of a request that
-// is not a listen stream writes nothing. A store without
-// notify.ProfileLister ends no listen stream this way: the client closes
-// it instead.
+// is not a listen stream writes nothing.
 func (s *Server) cancelListen(ctx context.Context, owner string, m *Message) {
 	p, err := decodeParams[CancelledParams](m.Params)
 	if err != nil || len(p.RequestID) == 0 {
