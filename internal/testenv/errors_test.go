@@ -13,10 +13,7 @@ import (
 
 // sentinelsElsewhere are the package-level errors that may stay outside
 // their package's errors.go, with why.
-var sentinelsElsewhere = map[string]string{
-	// Rewritten by the typed listen state change; moves when it lands.
-	"pkg/mcp/listen.go errListenTaken": "pending",
-}
+var sentinelsElsewhere = map[string]string{}
 
 // TestSentinelsInErrorsGo: in a package under pkg/ that has an errors.go,
 // every package-level error (a var set by errors.New or fmt.Errorf) is

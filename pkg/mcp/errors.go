@@ -123,7 +123,7 @@ var (
 	ErrCrossOriginRedirect = errors.New("mcp: redirect to another origin refused")
 )
 
-// Unexported errors of the client and the tasks engine.
+// Unexported errors of the client, the tasks engine and listen streams.
 var (
 	// errNotModern reports a server/discover answer without 2026-07-28.
 	errNotModern = errors.New("the server does not list protocol version " + clientStatelessVersion)
@@ -137,6 +137,9 @@ var (
 	// errTaskTimeout is the cause of the context of work stopped by
 	// TaskOptions.Timeout.
 	errTaskTimeout = errors.New("the task's execution timeout passed")
+	// errListenTaken reports that a listen stream's backing session no
+	// longer records the stream (its Listen): another stream adopted it.
+	errListenTaken = errors.New("the listen stream's backing session was adopted by another stream")
 	// errServerShutdown is the cause of the end of the default runner's
 	// work (ShutdownTasks), and refuses a request that reaches a handler
 	// that is closing (503).

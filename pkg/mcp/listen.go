@@ -408,10 +408,6 @@ func (l *listenStream) park(ctx context.Context) {
 	}
 }
 
-// errListenTaken reports that a listen stream's backing session no
-// longer records the stream (its Listen): another stream adopted it.
-var errListenTaken = errors.New("the listen stream's backing session was adopted by another stream")
-
 // update writes f's change to the stream's backing session
 // (Server.updateSessionIf), applying it again after a conflict only if
 // the session read back still records this stream (l.info): a park whose
