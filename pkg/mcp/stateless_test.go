@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -812,7 +813,9 @@ func TestListenAdoptRace(t *testing.T) {
 // listen the server acknowledges without the URI (a server without the
 // resources capability drops every resource subscription) returns
 // mcp.ErrNotAcknowledged instead of succeeding with no updates ever to
-// come; a later Subscribe to a served resource still works.
+// come, and the session forgets the URI: its next listen (here reopened
+// by SetLoggingLevel) no longer asks for it. A server with the resource
+// acknowledges the same kind of Subscribe.
 func TestClientListenNotAcknowledged(t *testing.T) {
 	st, err := sqlitestore.New(filepath.Join(t.TempDir(), "db"), nil)
 	if err != nil {
@@ -821,9 +824,20 @@ func TestClientListenNotAcknowledged(t *testing.T) {
 	defer st.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
+	var mu sync.Mutex
+	var listens []string // the bodies of the listen requests, in order
 	connect := func(srv *mcp.Server) *mcp.ClientSession {
 		h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true})
-		ts := httptest.NewServer(h)
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Mcp-Method") == "subscriptions/listen" {
+				b, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				listens = append(listens, string(b))
+				mu.Unlock()
+				r.Body = io.NopCloser(bytes.NewReader(b))
+			}
+			h.ServeHTTP(w, r)
+		}))
 		t.Cleanup(func() { ts.Close(); h.Close() })
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "unacked", Version: "1"}, &mcp.ClientOptions{
 			Mode: mcp.ClientMode2026, Logger: slog.New(slog.DiscardHandler)}).Connect(ctx, ts.URL)
@@ -833,15 +847,33 @@ func TestClientListenNotAcknowledged(t *testing.T) {
 		t.Cleanup(func() { cs.Close(context.Background()) })
 		return cs
 	}
+	lastListen := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(listens) == 0 {
+			return ""
+		}
+		return listens[len(listens)-1]
+	}
 
 	// Tools only: no resources capability.
 	bare := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, st, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
 	bare.AddTool(&mcp.Tool{Name: "noop"}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{}, nil
 	})
+	const nowhere = "file:///nowhere.txt"
 	cs := connect(bare)
-	if err := cs.Subscribe(ctx, "file:///nowhere.txt"); !errors.Is(err, mcp.ErrNotAcknowledged) {
+	if err := cs.Subscribe(ctx, nowhere); !errors.Is(err, mcp.ErrNotAcknowledged) {
 		t.Fatalf("Subscribe on a server without resources: %v, want mcp.ErrNotAcknowledged", err)
+	}
+	if !strings.Contains(lastListen(), nowhere) {
+		t.Fatalf("the Subscribe's listen %q does not ask for %s", lastListen(), nowhere)
+	}
+	if err := cs.SetLoggingLevel(ctx, "info"); err != nil {
+		t.Fatal(err)
+	}
+	if l := lastListen(); !strings.Contains(l, `"info"`) || strings.Contains(l, nowhere) {
+		t.Errorf("the next listen %q asks for %s again (or is not the one SetLoggingLevel opened)", l, nowhere)
 	}
 
 	// A server with the resource acknowledges it.
