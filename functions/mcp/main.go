@@ -130,11 +130,7 @@ func run(logger *slog.Logger) error {
 	// (SEP-3415: an unauthenticated server offers poll and push, not
 	// webhook); MCPUSH_WEBHOOK_ALLOW exempts named origins (local
 	// receivers) from the https and address checks.
-	auth := sopts.Local.Auth
-	if sopts.RuntimeAPI != "" {
-		auth = sopts.Lambda.Auth
-	}
-	if auth != serve.AuthNone {
+	if sopts.Auth() != serve.AuthNone {
 		opts.Webhooks = &mcp.WebhookOptions{Sender: webhook.NewSender(webhook.Policy{Allow: allow}),
 			MaxPerPrincipal: env.MaxWebhooksPerPrincipal}
 	}

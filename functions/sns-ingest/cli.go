@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
@@ -100,12 +99,15 @@ func run(ctx context.Context, args []string, e *env) int {
 		return usageErr("want -event FILE or -topic T -message M")
 	}
 
-	sc, err := envconfig.ReadStore(e.getenv)
+	// The environment, read and checked before the store is opened: a
+	// bad value is a configuration error (exit 2), as it is an init
+	// error in Lambda.
+	c, err := readConfig(e.getenv)
 	if err != nil {
-		e.logger.Error("sns-ingest: opening the store", "err", err)
+		e.logger.Error("sns-ingest: configuration", "err", err)
 		return exitUsage
 	}
-	store, err := openStore(ctx, sc, e.logger)
+	store, err := openStore(ctx, c.store, e.logger)
 	if err != nil {
 		e.logger.Error("sns-ingest: opening the store", "err", err)
 		if errors.Is(err, notify.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
@@ -115,13 +117,14 @@ func run(ctx context.Context, args []string, e *env) int {
 	}
 	defer store.Close()
 
-	wh, err := webhooks(ctx, e.getenv, store, e.logger)
+	wh, err := webhooks(ctx, c, store, e.logger)
 	if err != nil {
-		// The event still goes to its topic's log, the webhooks' outbox:
-		// the sweeper delivers it.
+		// The keys could not be resolved (Secrets Manager, or the key
+		// shared through the store): the event still goes to its topic's
+		// log, the webhooks' outbox, and the sweeper delivers it.
 		e.logger.Warn("sns-ingest: no webhook delivery in this run", "err", err)
 	}
-	in := ingest.New(store, &ingest.Options{Logger: e.logger, Now: e.now, Tools: envconfig.ReadRegistryTools(e.getenv), Webhooks: wh})
+	in := ingest.New(store, &ingest.Options{Logger: e.logger, Now: e.now, Tools: c.tools, Webhooks: wh})
 	sum, _ := in.Handle(ctx, ev) // the summary reports the errors, and Handle has logged them
 	enc := json.NewEncoder(e.stdout)
 	enc.SetEscapeHTML(false)
@@ -130,7 +133,7 @@ func run(ctx context.Context, args []string, e *env) int {
 	out := struct {
 		ingest.Summary
 		Store string `json:"store"`
-	}{sum, storeconfig.Describe(sc.Spec)}
+	}{sum, storeconfig.Describe(c.store.Spec)}
 	if err := enc.Encode(out); err != nil {
 		e.logger.Error("sns-ingest: writing the summary", "err", err)
 		return exitUsage

@@ -3,12 +3,14 @@ package main
 import (
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -134,5 +136,58 @@ func TestRunStoreLocked(t *testing.T) {
 	}
 	if code, out := te.run(t, "-topic", "t", "-message", "m", "-message-id", "m-1"); code != exitOK || out != `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`+"\n" {
 		t.Errorf("after the lock was released: exit %d, %q", code, out)
+	}
+}
+
+// TestRunConfigErrors: a bad value of a variable the CLI reads is a
+// configuration error, exit 2, as it is an init error in Lambda and in
+// functions/mcp, and it is read before the store is opened: with the
+// store's DynamoDB endpoint a closed port, the error still names the
+// variable, at once, and not the store (which failed the run with exit 3
+// after up to 5 s, or after a warning with exit 0 when the store was
+// reachable).
+func TestRunConfigErrors(t *testing.T) {
+	key := strings.Repeat("k", 32)
+	closed := fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"short key", map[string]string{"MCPUSH_STATE_KEYS": "short-secret"}, `MCPUSH_STATE_KEYS: want comma-separated keys`},
+		{"keys and secret", map[string]string{"MCPUSH_STATE_KEYS": key, "MCPUSH_STATE_KEYS_SECRET": "mcpush-keys"}, `MCPUSH_STATE_KEYS: want unset when MCPUSH_STATE_KEYS_SECRET is set`},
+		{"webhook allow", map[string]string{"MCPUSH_WEBHOOK_ALLOW": "ftp://x"}, `MCPUSH_WEBHOOK_ALLOW=\"ftp://x\"`},
+		{"create table", map[string]string{"MCPUSH_CREATE_TABLE": "true"}, `MCPUSH_CREATE_TABLE=\"true\"`},
+	} {
+		for _, store := range []string{"sqlite", "unreachable dynamodb"} {
+			t.Run(tc.name+"/"+store, func(t *testing.T) {
+				te := newTestEnv(t)
+				env := map[string]string{"MCPUSH_STORE": "sqlite:" + te.db}
+				if store != "sqlite" {
+					dynamoEnv(t, te, closed, "mcpush")
+					env["MCPUSH_STORE"] = "dynamodb:mcpush"
+				}
+				for k, v := range tc.env {
+					env[k] = v
+				}
+				te.getenv = func(k string) string { return env[k] }
+				start := time.Now()
+				code, out := te.run(t, "-topic", "t", "-message", "m")
+				if code != exitUsage || out != "" || !strings.Contains(te.stderr.String(), tc.want) || !strings.Contains(te.stderr.String(), `"msg":"sns-ingest: configuration"`) {
+					t.Errorf("exit %d, stdout %q, stderr %s; want %d, no summary, a configuration error with %s", code, out, te.stderr.String(), exitUsage, tc.want)
+				}
+				if strings.Contains(te.stderr.String(), "opening the store") || strings.Contains(te.stderr.String(), "short-secret") {
+					t.Errorf("stderr %s: the store was opened, or a key shown", te.stderr.String())
+				}
+				if d := time.Since(start); d > 2*time.Second {
+					t.Errorf("the run took %v: it waited for the store", d)
+				}
+				if store == "sqlite" {
+					if _, err := os.Stat(te.db); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("the store %s was created (%v): nothing may change on refused configuration", te.db, err)
+					}
+				}
+			})
+		}
 	}
 }

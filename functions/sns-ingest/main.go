@@ -50,27 +50,28 @@ import (
 func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if api := envconfig.RuntimeAPI(os.Getenv); api != "" {
-		sc, err := envconfig.ReadStore(os.Getenv)
-		var store storeconfig.Store
-		if err == nil {
-			store, err = openStore(context.Background(), sc, logger)
-		}
-		if err != nil {
-			logger.Error("sns-ingest: opening the store", "err", err)
+		// Every failure here is an init error: SNS retries the
+		// invocation, and the message says what to fix.
+		initError := func(msg string, err error) {
+			logger.Error(msg, "err", err)
 			if rerr := initerror.Report(api, err); rerr != nil {
 				logger.Error("reporting the init error", "err", rerr)
 			}
 			os.Exit(1)
 		}
-		wh, err := webhooks(context.Background(), os.Getenv, store, logger)
+		c, err := readConfig(os.Getenv)
 		if err != nil {
-			logger.Error("sns-ingest: webhook delivery", "err", err)
-			if rerr := initerror.Report(api, err); rerr != nil {
-				logger.Error("reporting the init error", "err", rerr)
-			}
-			os.Exit(1)
+			initError("sns-ingest: configuration", err)
 		}
-		in := ingest.New(store, &ingest.Options{Logger: logger, Tools: envconfig.ReadRegistryTools(os.Getenv), Webhooks: wh})
+		store, err := openStore(context.Background(), c.store, logger)
+		if err != nil {
+			initError("sns-ingest: opening the store", err)
+		}
+		wh, err := webhooks(context.Background(), c, store, logger)
+		if err != nil {
+			initError("sns-ingest: webhook delivery", err)
+		}
+		in := ingest.New(store, &ingest.Options{Logger: logger, Tools: c.tools, Webhooks: wh})
 		lambda.StartHandlerFunc(handler(in, wh, logger))
 		return
 	}

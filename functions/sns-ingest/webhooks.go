@@ -12,20 +12,43 @@ import (
 	"github.com/mcpush/mcpush/pkg/webhook"
 )
 
+// config is the command's environment, read and checked (package
+// envconfig, as functions/mcp reads it) before the store is opened, so
+// that a bad value is reported as itself, never hidden behind a store
+// that is also unreachable.
+type config struct {
+	store envconfig.Store
+	keys  envconfig.StateKeys // for webhook delivery
+	allow []webhook.Origin    // MCPUSH_WEBHOOK_ALLOW
+	tools []string            // MCPUSH_REGISTRY_TOOLS
+}
+
+// readConfig reads the command's environment through getenv. Its errors
+// are *envconfig.Error.
+func readConfig(getenv func(string) string) (config, error) {
+	var (
+		c   config
+		err error
+	)
+	if c.store, err = envconfig.ReadStore(getenv); err != nil {
+		return config{}, err
+	}
+	if c.keys, err = envconfig.ReadStateKeys(getenv); err != nil {
+		return config{}, err
+	}
+	if c.allow, err = envconfig.ReadWebhookAllow(getenv); err != nil {
+		return config{}, err
+	}
+	c.tools = envconfig.ReadRegistryTools(getenv)
+	return c, nil
+}
+
 // webhooks returns the webhook deliverer of the store. It needs the state
-// keys the MCP server seals secrets and signs cursors with, read and
-// resolved as functions/mcp does (envconfig.ReadStateKeys,
-// statekeys.Resolve), and MCPUSH_WEBHOOK_ALLOW (envconfig.ReadWebhookAllow).
-func webhooks(ctx context.Context, getenv func(string) string, store storeconfig.Store, logger *slog.Logger) (*ingest.Webhooks, error) {
-	kc, err := envconfig.ReadStateKeys(getenv)
-	if err != nil {
-		return nil, err
-	}
-	allow, err := envconfig.ReadWebhookAllow(getenv)
-	if err != nil {
-		return nil, err
-	}
-	keys, err := statekeys.Resolve(ctx, kc, store)
+// keys the MCP server seals secrets and signs cursors with, resolved as
+// functions/mcp does (statekeys.Resolve: given, from Secrets Manager, or
+// shared through the store).
+func webhooks(ctx context.Context, c config, store storeconfig.Store, logger *slog.Logger) (*ingest.Webhooks, error) {
+	keys, err := statekeys.Resolve(ctx, c.keys, store)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +57,7 @@ func webhooks(ctx context.Context, getenv func(string) string, store storeconfig
 		return nil, err
 	}
 	return ingest.NewWebhooks(ingest.WebhookOptions{
-		Store: store, Sender: webhook.NewSender(webhook.Policy{Allow: allow}), Sealer: sealer, CursorKey: keys[0],
+		Store: store, Sender: webhook.NewSender(webhook.Policy{Allow: c.allow}), Sealer: sealer, CursorKey: keys[0],
 		EventTypes: ingest.RegistryEventTypes(store), Logger: logger,
 	})
 }

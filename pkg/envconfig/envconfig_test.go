@@ -138,13 +138,6 @@ func TestDefaults(t *testing.T) {
 	if diff := cmp.Diff(&envconfig.Serve{Mode: envconfig.ModeStream, MaxConcurrency: 1}, sv); diff != "" {
 		t.Errorf("ReadServe (-want +got):\n%s", diff)
 	}
-	if sv.EffectiveAuth() != envconfig.AuthNone {
-		t.Errorf("EffectiveAuth locally = %q", sv.EffectiveAuth())
-	}
-	sv, _ = envconfig.ReadServe(env(map[string]string{lambda: "127.0.0.1:9001"}))
-	if sv.EffectiveAuth() != envconfig.AuthIAM {
-		t.Errorf("EffectiveAuth in Lambda = %q", sv.EffectiveAuth())
-	}
 	srv, err := envconfig.ReadServer(env(nil))
 	if err != nil || !cmp.Equal(srv, &envconfig.Server{}) {
 		t.Errorf("ReadServer = %+v, %v", srv, err)

@@ -50,7 +50,7 @@ const (
 // ParseAuth parses MCPUSH_AUTH for a process in Lambda (lambda true) or a
 // local server: "iam", "none" or "oauth" in Lambda, "none" or "oauth"
 // locally (a local server cannot check IAM signatures). Empty is empty:
-// the default depends on where the process runs (Serve.EffectiveAuth).
+// the default depends on where the process runs (serve.Options.Auth).
 // Anything else is an *Error.
 func ParseAuth(s string, lambda bool) (Auth, error) {
 	a := Auth(s)

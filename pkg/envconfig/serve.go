@@ -23,7 +23,7 @@ type Serve struct {
 	// Mode is MCPUSH_LAMBDA_MODE; ModeStream when unset.
 	Mode Mode
 	// Auth is MCPUSH_AUTH as set, empty when unset: the default depends
-	// on where the process runs (EffectiveAuth).
+	// on where the process runs (serve.Options.Auth).
 	Auth Auth
 	// OAuth configures the token validator of AuthOAuth.
 	OAuth OAuth
@@ -52,18 +52,6 @@ type OAuth struct {
 	Scopes    []string // MCPUSH_OAUTH_SCOPES, separated by blanks or commas
 	Audiences []string // MCPUSH_OAUTH_AUDIENCES, comma-separated
 	ClientIDs []string // MCPUSH_OAUTH_CLIENT_IDS, comma-separated
-}
-
-// EffectiveAuth is Auth, or its default where the process runs: AuthIAM
-// in Lambda, AuthNone locally.
-func (s *Serve) EffectiveAuth() Auth {
-	switch {
-	case s.Auth != "":
-		return s.Auth
-	case s.RuntimeAPI != "":
-		return AuthIAM
-	}
-	return AuthNone
 }
 
 // ReadServe reads the configuration of the HTTP and Lambda layer. A bad

@@ -142,22 +142,22 @@ func NewLambdaHandler(srv *mcp.Server, opts *LambdaOptions) (*LambdaHandler, err
 	if opts == nil {
 		opts = &LambdaOptions{}
 	}
-	mode := opts.Mode
-	if mode == "" {
-		mode = ModeStream
+	// The accepted modes are envconfig's, one list for the environment
+	// and the options.
+	mode, err := envconfig.ParseMode(string(opts.Mode))
+	if err != nil {
+		return nil, badOption{err}
 	}
-	if mode != ModeStream && mode != ModeBuffered {
-		return nil, fmt.Errorf("%w: MCPUSH_LAMBDA_MODE=%q: want %q or %q", ErrBadOption, opts.Mode, ModeStream, ModeBuffered)
+	authMode, err := envconfig.ParseAuth(string(opts.Auth), true)
+	if err != nil {
+		return nil, badOption{err}
 	}
 	var auth mcp.Authenticator
-	switch opts.Auth {
+	switch authMode {
 	case AuthIAM, "":
 		auth = IAMAuthenticator{}
 	case AuthNone:
 		auth = mcp.Anonymous{}
-	case AuthOAuth:
-	default:
-		return nil, fmt.Errorf("%w: MCPUSH_AUTH=%q: want %q, %q or %q", ErrBadOption, opts.Auth, AuthIAM, AuthNone, AuthOAuth)
 	}
 	logger := opts.Logger
 	if logger == nil {

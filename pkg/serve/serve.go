@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,17 @@ type Options struct {
 	Local LocalOptions
 }
 
+// Auth is the auth mode Run serves with: Lambda.Auth in Lambda
+// (RuntimeAPI set), else Local.Auth, or when that is empty its default
+// there, AuthIAM in Lambda and AuthNone locally (as NewLambdaHandler and
+// ListenAndServe take an empty one).
+func (o *Options) Auth() Auth {
+	if o.RuntimeAPI != "" {
+		return cmp.Or(o.Lambda.Auth, AuthIAM)
+	}
+	return cmp.Or(o.Local.Auth, AuthNone)
+}
+
 // Run serves srv: in Lambda (RuntimeAPI set) through a LambdaHandler until
 // the sandbox ends, never returning unless the options are bad; otherwise
 // on a local HTTP server (ListenAndServe) until ctx is done. Nil opts
@@ -44,7 +56,7 @@ func Run(ctx context.Context, srv *mcp.Server, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	h.log.Info("serving MCP in Lambda", "mode", h.mode, "auth", opts.Lambda.Auth,
+	h.log.Info("serving MCP in Lambda", "mode", h.mode, "auth", opts.Auth(),
 		"maxConcurrency", h.concurrency, "streamHold", holdString(h.hold))
 	h.Start() // never returns
 	return nil
@@ -122,12 +134,8 @@ func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) er
 		return fmt.Errorf("MCPUSH_ADDR=%q: %w", addr, err)
 	}
 	ip := net.ParseIP(host)
-	switch opts.Auth {
-	case "", AuthNone, AuthOAuth:
-	case AuthIAM:
-		return fmt.Errorf("%w: MCPUSH_AUTH=%q: only a Lambda Function URL checks IAM signatures; the local server takes %q or %q", ErrBadOption, opts.Auth, AuthNone, AuthOAuth)
-	default:
-		return fmt.Errorf("%w: MCPUSH_AUTH=%q: want %q or %q", ErrBadOption, opts.Auth, AuthNone, AuthOAuth)
+	if _, err := envconfig.ParseAuth(string(opts.Auth), false); err != nil {
+		return badOption{err} // "iam" too: only a Lambda Function URL checks IAM signatures
 	}
 	if opts.Auth == AuthOAuth {
 		// Check the options before listening; the resource URL of a
@@ -279,13 +287,15 @@ func NewLogger(w io.Writer) *slog.Logger {
 //	                         served at once; above 1, streams are held to
 //	                         the deadline unless MCPUSH_STREAM_HOLD says otherwise
 //
-// logger becomes the logger of both modes. Bad values are errors wrapping
-// ErrBadOption and an *envconfig.Error, which names the variable, the
-// value and what it accepts.
+// logger becomes the logger of both modes. A bad value is an
+// *envconfig.Error, which names the variable, the value and what it
+// accepts, with that text alone (as sns-ingest prints its variables); it
+// also matches ErrBadOption (errors.Is). Lambda.Auth and Local.Auth each
+// get their default (Options.Auth).
 func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, error) {
 	c, err := envconfig.ReadServe(getenv)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadOption, err)
+		return nil, badOption{err}
 	}
 	oopts := oauth.Options{
 		Issuer:    c.OAuth.Issuer,
@@ -323,12 +333,9 @@ func OptionsFromEnv(getenv func(string) string, logger *slog.Logger) (*Options, 
 			Logger:         logger,
 		},
 	}
-	if o.Lambda.Auth == "" {
-		o.Lambda.Auth = AuthIAM
-	}
-	if o.Local.Auth == "" {
-		o.Local.Auth = AuthNone
-	}
+	// Each with its default: Options.Auth is the one Run serves with.
+	o.Lambda.Auth = cmp.Or(c.Auth, AuthIAM)
+	o.Local.Auth = cmp.Or(c.Auth, AuthNone)
 	if c.MaxConcurrency > 1 {
 		o.Lambda.MaxConcurrency = c.MaxConcurrency // Lambda Managed Instances
 	}

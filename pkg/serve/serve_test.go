@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/mcpush/mcpush/internal/testutil"
+	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 	"github.com/mcpush/mcpush/pkg/oauth"
@@ -143,6 +144,81 @@ func TestNewLambdaHandlerBadOptions(t *testing.T) {
 		if _, err := NewLambdaHandler(nil, opts); !errors.Is(err, ErrBadOption) {
 			t.Errorf("NewLambdaHandler(%+v) = %v, want ErrBadOption", opts, err)
 		}
+	}
+}
+
+// TestBadOptionText: a bad mode or auth mode is checked by envconfig's
+// parsers, one list of accepted values for the environment and the
+// options, and is reported as envconfig reports it (the text sns-ingest
+// prints for its own variables, docs/configuration.md), matching
+// ErrBadOption and *envconfig.Error: the same value in the environment,
+// in LambdaOptions and in LocalOptions gives the same message.
+func TestBadOptionText(t *testing.T) {
+	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "mcpush.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, store, nil)
+	_, modeErr := envconfig.ParseMode("websocket")
+	_, lambdaAuthErr := envconfig.ParseAuth("jwt", true)
+	_, localAuthErr := envconfig.ParseAuth("iam", false)
+	fromEnv := func(env map[string]string) error {
+		_, err := OptionsFromEnv(func(k string) string { return env[k] }, nil)
+		return err
+	}
+	lambda := "127.0.0.1:9001"
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"LambdaOptions.Mode", func() error { _, err := NewLambdaHandler(srv, &LambdaOptions{Mode: "websocket"}); return err }(), modeErr},
+		{"MCPUSH_LAMBDA_MODE", fromEnv(map[string]string{"MCPUSH_LAMBDA_MODE": "websocket"}), modeErr},
+		{"LambdaOptions.Auth", func() error { _, err := NewLambdaHandler(srv, &LambdaOptions{Auth: "jwt"}); return err }(), lambdaAuthErr},
+		{"MCPUSH_AUTH in Lambda", fromEnv(map[string]string{"AWS_LAMBDA_RUNTIME_API": lambda, "MCPUSH_AUTH": "jwt"}), lambdaAuthErr},
+		{"LocalOptions.Auth", ListenAndServe(context.Background(), srv, &LocalOptions{Addr: "127.0.0.1:0", Auth: AuthIAM}), localAuthErr},
+		{"MCPUSH_AUTH locally", fromEnv(map[string]string{"MCPUSH_AUTH": "iam"}), localAuthErr},
+	} {
+		if tc.want == nil || tc.err == nil || tc.err.Error() != tc.want.Error() {
+			t.Errorf("%s: %v\nwant %v", tc.name, tc.err, tc.want)
+		}
+		if !errors.Is(tc.err, ErrBadOption) || !errors.As(tc.err, new(*envconfig.Error)) {
+			t.Errorf("%s: %v is not ErrBadOption and an *envconfig.Error", tc.name, tc.err)
+		}
+	}
+}
+
+// TestOptionsAuth: Options.Auth is the auth mode Run serves with, where
+// the process runs, defaults included.
+func TestOptionsAuth(t *testing.T) {
+	for _, tc := range []struct {
+		opts *Options
+		want Auth
+	}{
+		{&Options{}, AuthNone},
+		{&Options{RuntimeAPI: "127.0.0.1:9001"}, AuthIAM},
+		{&Options{RuntimeAPI: "127.0.0.1:9001", Lambda: LambdaOptions{Auth: AuthNone}, Local: LocalOptions{Auth: AuthOAuth}}, AuthNone},
+		{&Options{Lambda: LambdaOptions{Auth: AuthIAM}, Local: LocalOptions{Auth: AuthOAuth}}, AuthOAuth},
+	} {
+		if got := tc.opts.Auth(); got != tc.want {
+			t.Errorf("%+v: Auth() = %q, want %q", tc.opts, got, tc.want)
+		}
+	}
+	for env, want := range map[string]Auth{"": AuthNone, "oauth": AuthOAuth} {
+		o, err := OptionsFromEnv(func(k string) string {
+			if k == "MCPUSH_AUTH" {
+				return env
+			}
+			return map[string]string{"MCPUSH_OAUTH_ISSUER": "https://as.example"}[k]
+		}, nil)
+		if err != nil || o.Auth() != want {
+			t.Errorf("MCPUSH_AUTH=%q: Auth() = %v, %v; want %q", env, o, err, want)
+		}
+	}
+	o, err := OptionsFromEnv(func(k string) string { return map[string]string{"AWS_LAMBDA_RUNTIME_API": "127.0.0.1:9001"}[k] }, nil)
+	if err != nil || o.Auth() != AuthIAM {
+		t.Errorf("in Lambda: Auth() = %v, %v; want %q", o, err, AuthIAM)
 	}
 }
 
