@@ -39,6 +39,24 @@ const (
 	CodeUnsupportedProtocolVersion = -32022
 )
 
+// Error codes of the Events extension (SEP-3415, provisional numbers).
+const (
+	// CodeNotFound: an unknown event type (data.kind "event") or
+	// subscription (data.kind "subscription").
+	CodeNotFound = -32023
+	// CodeForbidden: the principal may not use this event type with
+	// these arguments.
+	CodeForbidden = -32024
+	// CodeResourceExhausted: a server limit was reached (data.limit).
+	CodeResourceExhausted = -32025
+	// CodeUnsupported: a well-formed request for something this event
+	// type or server does not offer (data.feature, data.value).
+	CodeUnsupported = -32026
+	// CodeCallbackEndpointError: a webhook callback failed verification
+	// or could not be reached (data.reason).
+	CodeCallbackEndpointError = -32027
+)
+
 // Errors an Authenticator returns (wrapped) to choose the HTTP answer
 // (errorStatus). Any other error is 401.
 var (
