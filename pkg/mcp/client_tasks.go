@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
 )
 
 // Tasks, client side (2026 era). A client in the 2026 era declares the
@@ -32,7 +34,7 @@ type Task struct {
 // Terminal reports whether the task has ended (completed, failed,
 // cancelled).
 func (t *Task) Terminal() bool {
-	return t.Status == "completed" || t.Status == "failed" || t.Status == "cancelled"
+	return notify.TaskTerminal(notify.TaskStatus(t.Status))
 }
 
 // maxClientPoll bounds the interval between two tasks/get of AwaitTask,
@@ -118,21 +120,21 @@ func (cs *ClientSession) AwaitTask(ctx context.Context, id string, onStatus func
 			last = t.Status + "\x00" + t.StatusMessage
 			onStatus(t)
 		}
-		switch t.Status {
-		case "completed":
+		switch notify.TaskStatus(t.Status) {
+		case notify.TaskCompleted:
 			var res CallToolResult
 			if err := json.Unmarshal(t.Result, &res); err != nil {
 				return nil, fmt.Errorf("mcp: task %s: decoding result: %w", id, err)
 			}
 			return &res, nil
-		case "failed":
+		case notify.TaskFailed:
 			if t.Error != nil {
 				return nil, t.Error
 			}
 			return nil, fmt.Errorf("mcp: task %s failed: %s", id, t.StatusMessage)
-		case "cancelled":
+		case notify.TaskCancelled:
 			return nil, ErrTaskCancelled
-		case "input_required":
+		case notify.TaskInputRequired:
 			responses := map[string]any{}
 			for key, raw := range t.InputRequests {
 				if answered[key] {
