@@ -215,8 +215,6 @@ type EventsOutput struct {
 	LastSequence int64 `json:"lastSequence"`
 }
 
-var errBadArgs = errors.New("invalid arguments")
-
 func (b *tools) eventsRecent(ctx context.Context, req *mcp.CallToolRequest, in EventsRecentInput) (*mcp.CallToolResult, EventsOutput, error) {
 	if in.Topic == "" {
 		return nil, EventsOutput{}, fmt.Errorf("%w: topic is required", errBadArgs)

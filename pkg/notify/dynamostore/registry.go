@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -212,8 +211,6 @@ func encodeItems(items map[string]json.RawMessage) []byte {
 	}
 	return b
 }
-
-var errCorrupt = errors.New("corrupt registry items")
 
 func decodeItems(b []byte) (map[string]json.RawMessage, error) {
 	items := make(map[string]json.RawMessage)

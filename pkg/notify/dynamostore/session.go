@@ -2,7 +2,6 @@ package dynamostore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -706,6 +705,3 @@ func (s *Store) GetMessage(ctx context.Context, sessionID, msgKey string) (_ []b
 	}
 	return getB(msg, attrData), nil
 }
-
-// errTooManyRaces is returned when a call lost too many races in a row.
-var errTooManyRaces = errors.New("too many concurrent writers; giving up")

@@ -15,20 +15,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"math/big"
 	"strings"
-)
-
-// Errors of a refused cursor.
-var (
-	// ErrMalformed: not a cursor this deployment issues.
-	ErrMalformed = errors.New("malformed cursor")
-	// ErrSignature: no key verifies the cursor (forged, tampered with,
-	// or signed with a key no longer configured).
-	ErrSignature = errors.New("cursor signature does not verify")
-	// ErrOtherType: the cursor was issued for another event type.
-	ErrOtherType = errors.New("cursor belongs to another event type")
 )
 
 // MaxBytes bounds a cursor a client sends (one this package signs is
