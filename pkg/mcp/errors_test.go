@@ -84,21 +84,40 @@ func TestErrorStatus(t *testing.T) {
 			}
 		}
 	}
-	// Every kind of refusal is pinned above.
+	// Every kind of refusal is pinned above by a row of its own: one that
+	// errorStatus answers by that kind's row, not one that merely wraps
+	// the kind behind an earlier row (insufficient scope wraps
+	// ErrUnauthorized too).
+	errs := make([]error, len(tests))
+	for i, tt := range tests {
+		errs[i] = tt.err
+	}
+	pinned := pinnedKinds(errs)
+	for _, k := range refusalKinds {
+		if !pinned[k.err] {
+			t.Errorf("refusal kind %q has no row of its own in this test", k.err)
+		}
+	}
+	scope := &refusal{kind: ErrUnauthorized, cause: ErrInsufficientScope}
+	if got := pinnedKinds([]error{scope}); got[ErrUnauthorized] || !got[ErrInsufficientScope] {
+		t.Errorf("pinnedKinds(insufficient scope) = %v; want ErrInsufficientScope only", got)
+	}
+}
+
+// pinnedKinds returns the errors of refusalKinds that errs pin: for each
+// error, the first row of refusalKinds it wraps, the one errorStatus
+// answers it by.
+func pinnedKinds(errs []error) map[error]bool {
 	pinned := map[error]bool{}
-	for _, tt := range tests {
+	for _, err := range errs {
 		for _, k := range refusalKinds {
-			var r *refusal
-			if errors.As(tt.err, &r) && r.kind == k.err || tt.err == k.err || errors.Is(tt.err, k.err) {
+			if errors.Is(err, k.err) {
 				pinned[k.err] = true
+				break
 			}
 		}
 	}
-	for _, k := range refusalKinds {
-		if !pinned[k.err] {
-			t.Errorf("refusal kind %q has no row in this test", k.err)
-		}
-	}
+	return pinned
 }
 
 // TestWriteError checks the one writer of error responses: the status
