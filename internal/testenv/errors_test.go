@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -108,4 +109,55 @@ func newError(e ast.Expr) bool {
 	}
 	x, ok := s.X.(*ast.Ident)
 	return ok && (x.Name == "errors" && s.Sel.Name == "New" || x.Name == "fmt" && s.Sel.Name == "Errorf")
+}
+
+// TestRefusalKindsDocumented: every row of pkg/mcp's refusalKinds (the
+// one map from a refusal to its HTTP status and JSON-RPC code) is named in
+// docs/design.md's Errors section, so that the table there stays the
+// whole map.
+func TestRefusalKindsDocumented(t *testing.T) {
+	root := RepoRoot(t)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(doc)
+	start := strings.Index(section, "\n## Errors")
+	if start < 0 {
+		t.Fatal("docs/design.md has no Errors section")
+	}
+	section = section[start+1:]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, "pkg", "mcp", "errors.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	ast.Inspect(f, func(node ast.Node) bool {
+		vs, ok := node.(*ast.ValueSpec)
+		if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "refusalKinds" || len(vs.Values) != 1 {
+			return true
+		}
+		for _, row := range vs.Values[0].(*ast.CompositeLit).Elts {
+			var name string
+			switch e := row.(*ast.CompositeLit).Elts[0].(type) {
+			case *ast.Ident:
+				name = e.Name
+			case *ast.SelectorExpr:
+				name = e.X.(*ast.Ident).Name + "." + e.Sel.Name
+			default:
+				t.Fatalf("refusalKinds row of an unexpected form: %T", e)
+			}
+			n++
+			if !strings.Contains(section, "`"+name+"`") {
+				t.Errorf("docs/design.md's Errors section does not name the refusal kind %s", name)
+			}
+		}
+		return false
+	})
+	if n < 20 {
+		t.Errorf("found %d rows of refusalKinds in pkg/mcp/errors.go; the parse is broken", n)
+	}
 }
