@@ -297,3 +297,31 @@ func TestCounterLocalDefaults(t *testing.T) {
 		t.Errorf("counter without MCPUSH_STORE: %v; want its store in .mcpush/counter.db", err)
 	}
 }
+
+// TestCounterStoreEnv: counter reads the store variables as mcpush's own
+// functions do (envconfig.ReadStore), so it agrees with the sns-ingest
+// its template deploys beside it: a MCPUSH_CREATE_TABLE other than 1 or
+// 0 and a bad MCPUSH_FEED_SHARDS are init errors naming the variable (it
+// read "true" as off and ignored MCPUSH_FEED_SHARDS, so a deployment with
+// K shards left the server on the default and missed wake-ups).
+func TestCounterStoreEnv(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the example build")
+	}
+	bin := buildCounter(t)
+	for _, tc := range []struct {
+		env  string
+		want string
+	}{
+		{"MCPUSH_CREATE_TABLE=true", `MCPUSH_CREATE_TABLE="true": want 1 (create a missing DynamoDB table) or 0`},
+		{"MCPUSH_FEED_SHARDS=0", `MCPUSH_FEED_SHARDS="0": want an integer from 1 to 512 (every process on one table must use the same)`},
+	} {
+		f := lambdatest.StartFunction(t, bin, "MCPUSH_STORE=sqlite:"+filepath.Join(t.TempDir(), "counter.db"), tc.env)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		rep, err := f.API.InitError(ctx)
+		cancel()
+		if err != nil || rep.Message != tc.want {
+			t.Errorf("%s: init error %+v, %v; want %q", tc.env, rep, err, tc.want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
@@ -88,11 +89,25 @@ func run(ctx context.Context, logger *slog.Logger) error {
 	if opts.Local.Addr == "" {
 		opts.Local.Addr = localAddr
 	}
-	spec := os.Getenv("MCPUSH_STORE") // dynamodb:TABLE in Lambda
-	if spec == "" {
-		spec = "sqlite:.mcpush/counter.db" // .mcpush/ is ignored by git
+	// The store variables, read as mcpush's own functions read them
+	// (envconfig.ReadStore): MCPUSH_STORE (dynamodb:TABLE in Lambda),
+	// MCPUSH_CREATE_TABLE (1 or 0) and MCPUSH_FEED_SHARDS, which must be
+	// the same as for the sns-ingest beside it. Locally the store is
+	// counter's own file unless MCPUSH_STORE says otherwise.
+	getenv := os.Getenv
+	if opts.RuntimeAPI == "" && os.Getenv("MCPUSH_STORE") == "" {
+		getenv = func(k string) string {
+			if k == "MCPUSH_STORE" {
+				return "sqlite:.mcpush/counter.db" // .mcpush/ is ignored by git
+			}
+			return os.Getenv(k)
+		}
 	}
-	store, err := storeconfig.Open(ctx, spec, &storeconfig.Options{CreateTable: os.Getenv("MCPUSH_CREATE_TABLE") == "1"})
+	sc, err := envconfig.ReadStore(getenv)
+	if err != nil {
+		return err
+	}
+	store, err := storeconfig.Open(ctx, sc.Spec, &storeconfig.Options{CreateTable: sc.CreateTable, FeedShards: sc.FeedShards})
 	if err != nil {
 		return err
 	}
