@@ -350,7 +350,17 @@ func (s *Server) serveListen(w http.ResponseWriter, r *http.Request, req request
 	if s.behavior == Retry {
 		retry = "retry: 1\n"
 	}
-	ack, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": map[string]any{}})
+	// The acknowledgement grants what the listen asked for, as a server
+	// that means to deliver it does (the misbehaviour comes after it).
+	var p struct {
+		Notifications json.RawMessage `json:"notifications"`
+	}
+	_ = json.Unmarshal(req.Params, &p)
+	if len(p.Notifications) == 0 {
+		p.Notifications = json.RawMessage("{}")
+	}
+	ack, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+		"params": map[string]any{"notifications": p.Notifications, "_meta": map[string]any{"io.modelcontextprotocol/subscriptionId": req.ID}}})
 	if !e.write(retry + "data: " + string(ack) + "\n\n") {
 		return
 	}
