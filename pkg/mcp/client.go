@@ -585,7 +585,7 @@ func (cs *ClientSession) Subscribe(ctx context.Context, uri string) error {
 		return nil
 	}
 	ls, err := cs.relisten(ctx)
-	if err != nil || ls == nil || slices.Contains(ls.granted, uri) {
+	if err != nil || ls == nil || ls.granted == nil || slices.Contains(ls.granted, uri) {
 		return err
 	}
 	// The server acknowledged the listen without the URI: it will not

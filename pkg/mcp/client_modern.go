@@ -308,7 +308,9 @@ type listenStart struct {
 	failed chan error
 	done   <-chan struct{}
 	// granted are the resource URIs the acknowledgement names: the
-	// subscriptions the server will deliver. Set before ack is closed.
+	// subscriptions the server will deliver; nil when the acknowledgement
+	// has no notifications object at all (a server that does not say
+	// what it grants is taken at its word). Set before ack is closed.
 	granted []string
 }
 
@@ -331,12 +333,13 @@ func (cs *ClientSession) listenLoop(ctx context.Context, ls *listenStart, onAck 
 			if !acked {
 				acked = true
 				var p struct {
-					Notifications struct {
+					Notifications *struct {
 						ResourceSubscriptions []string `json:"resourceSubscriptions"`
 					} `json:"notifications"`
 				}
-				_ = json.Unmarshal(m.Params, &p)
-				ls.granted = p.Notifications.ResourceSubscriptions
+				if json.Unmarshal(m.Params, &p) == nil && p.Notifications != nil {
+					ls.granted = append([]string{}, p.Notifications.ResourceSubscriptions...)
+				}
 				close(ls.ack)
 				onAck()
 			}
