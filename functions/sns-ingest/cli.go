@@ -37,8 +37,12 @@ Prints one line of JSON: {"accepted":N,"duplicates":N,"rejected":N,"failed":N[,"
 Exit status: 0 all records stored, 1 a record was rejected as malformed, 2 usage or
 configuration error, 3 the store failed (busy, unreachable, timed out; nothing is lost by
 running the same command again: what went through is then a duplicate).
-Environment: MCPUSH_STORE (default sqlite:.mcpush/mcpush.db), MCPUSH_CREATE_TABLE=1, MCPUSH_FEED_SHARDS,
-MCPUSH_STORE_STATS=DIR (diagnostic: write the store request counts to a file in DIR).
+Environment (docs/configuration.md; a bad value is a configuration error, exit 2):
+  MCPUSH_STORE (default sqlite:.mcpush/mcpush.db), MCPUSH_CREATE_TABLE=1, MCPUSH_FEED_SHARDS
+  MCPUSH_STATE_KEYS or MCPUSH_STATE_KEYS_SECRET (webhook delivery; default the key shared
+  through the store), MCPUSH_WEBHOOK_ALLOW (origins exempt from the webhook checks)
+  MCPUSH_REGISTRY_TOOLS (the tools a tools registry item may name)
+  MCPUSH_STORE_STATS=DIR (diagnostic: write the store request counts to a file in DIR)
 
 flags:
 `

@@ -18,15 +18,27 @@
 // on a usage or configuration error, 3 when the store failed (busy,
 // unreachable, timed out: running the same command again is safe). Logs are JSON on stderr in both modes.
 //
-// Environment: MCPUSH_STORE (sqlite:PATH or dynamodb:TABLE; default
-// sqlite:.mcpush/mcpush.db), MCPUSH_CREATE_TABLE=1 (create a missing
-// DynamoDB table; local use only) and MCPUSH_FEED_SHARDS (the DynamoDB
-// change feed's shards, the same as the servers'), as for the MCP server; and
-// MCPUSH_REGISTRY_TOOLS, the comma-separated tools a tools registry item
-// may name (default: the event tools), for a server with tools of its own;
-// and MCPUSH_STORE_STATS=DIR, a diagnostic: count the store requests and
-// write them to a file in DIR (see docs/configuration.md). Package
-// envconfig reads them, for this command as for the MCP server.
+// Environment (docs/configuration.md), read and checked before the store
+// is opened; a bad value is an init error in Lambda and exit 2 in the
+// CLI:
+//
+//   - MCPUSH_STORE (sqlite:PATH or dynamodb:TABLE; default
+//     sqlite:.mcpush/mcpush.db, required in Lambda), MCPUSH_CREATE_TABLE=1
+//     (create a missing DynamoDB table; local use only) and
+//     MCPUSH_FEED_SHARDS (the DynamoDB change feed's shards, the same as
+//     the servers'), as for the MCP server;
+//   - for webhook delivery, the keys that seal webhook secrets, as for the
+//     MCP server: MCPUSH_STATE_KEYS or MCPUSH_STATE_KEYS_SECRET (a Secrets
+//     Manager secret), else the key shared through the store; and
+//     MCPUSH_WEBHOOK_ALLOW, the origins exempt from the webhook https and
+//     address checks;
+//   - MCPUSH_REGISTRY_TOOLS, the comma-separated tools a tools registry
+//     item may name (default: the event tools), for a server with tools
+//     of its own;
+//   - MCPUSH_STORE_STATS=DIR, a diagnostic: count the store requests and
+//     write them to a file in DIR.
+//
+// Package envconfig reads them, for this command as for the MCP server.
 package main
 
 import (

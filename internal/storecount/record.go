@@ -217,7 +217,8 @@ func readStats(name string) (Stats, error) {
 // is set (MCPUSH_STORE_STATS, a diagnostic for load tests), counts its
 // requests into a stats file of process name in that directory (Record);
 // logger reports the stats writes that fail. Its errors name
-// MCPUSH_STORE.
+// MCPUSH_STORE, or MCPUSH_STORE_STATS when the stats file cannot be
+// written.
 func Open(ctx context.Context, c envconfig.Store, name string, logger *slog.Logger) (storeconfig.Store, error) {
 	st, err := storeconfig.Open(ctx, c.Spec, &storeconfig.Options{CreateTable: c.CreateTable, FeedShards: c.FeedShards})
 	if err != nil {
@@ -229,7 +230,7 @@ func Open(ctx context.Context, c envconfig.Store, name string, logger *slog.Logg
 	counted, _, err := Record(st, c.StatsDir, &RecordOptions{Name: name, Logger: logger})
 	if err != nil {
 		st.Close()
-		return nil, err
+		return nil, fmt.Errorf("MCPUSH_STORE_STATS=%q: %w", c.StatsDir, err)
 	}
 	return counted, nil
 }

@@ -2,6 +2,7 @@ package storecount_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,5 +118,19 @@ func TestOpenStats(t *testing.T) {
 	all, err := storecount.ReadStats(dir)
 	if err != nil || len(all) != 1 || all[0].Process != "test" || all[0].Ops.String() != "AppendTopicEvent=1" || all[0].Writes != 1 {
 		t.Errorf("stats = %+v, %v; want one file of process test with AppendTopicEvent=1", all, err)
+	}
+}
+
+// TestOpenStatsError: a stats directory that cannot be made is an error
+// that names MCPUSH_STORE_STATS and its value (it said "store stats: ..."
+// alone), and the store is closed.
+func TestOpenStatsError(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := storecount.Open(context.Background(), envconfig.Store{Spec: "sqlite:" + filepath.Join(t.TempDir(), "mcpush.db"), StatsDir: file}, "test", nil)
+	if want := fmt.Sprintf("MCPUSH_STORE_STATS=%q: store stats: ", file); err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Open with a file as the stats directory: %v; want %s...", err, want)
 	}
 }

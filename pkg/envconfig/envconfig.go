@@ -43,7 +43,8 @@ type Error struct {
 	// omits the value.
 	Secret bool
 	// Err, if set, is the cause (e.g. the webhook package's error for a
-	// bad origin).
+	// bad origin), for errors.Is and errors.As; the message says it in
+	// Want, without repeating the name and value.
 	Err error
 }
 
@@ -61,9 +62,6 @@ func (e *Error) Error() string {
 	}
 	if e.Want != "" {
 		b.WriteString(": want " + e.Want)
-	}
-	if e.Err != nil {
-		b.WriteString(": " + e.Err.Error())
 	}
 	return b.String()
 }

@@ -65,7 +65,8 @@ func TestBadValues(t *testing.T) {
 		// Keys: the value is never echoed.
 		{map[string]string{"MCPUSH_STATE_KEYS": "short-secret"}, `MCPUSH_STATE_KEYS: want comma-separated keys of at least 32 characters each (a requestState key must be at least 32 characters)`},
 		{map[string]string{"MCPUSH_STATE_KEYS": strings.Repeat("k", 32), "MCPUSH_STATE_KEYS_SECRET": "mcpush-keys"}, `MCPUSH_STATE_KEYS: want unset when MCPUSH_STATE_KEYS_SECRET is set (set one of them, not both)`},
-		{map[string]string{"MCPUSH_WEBHOOK_ALLOW": "ftp://x"}, `MCPUSH_WEBHOOK_ALLOW="ftp://x": want comma-separated origins such as http://127.0.0.1:9000: webhook: invalid MCPUSH_WEBHOOK_ALLOW: "ftp://x": scheme "ftp" is not http or https`},
+		{map[string]string{"MCPUSH_WEBHOOK_ALLOW": "ftp://x"}, `MCPUSH_WEBHOOK_ALLOW="ftp://x": want comma-separated origins such as http://127.0.0.1:9000 (scheme "ftp" is not http or https)`},
+		{map[string]string{"MCPUSH_WEBHOOK_ALLOW": "http://127.0.0.1:9000, ftp://x"}, `MCPUSH_WEBHOOK_ALLOW="http://127.0.0.1:9000, ftp://x": want comma-separated origins such as http://127.0.0.1:9000 ("ftp://x": scheme "ftp" is not http or https)`},
 		// Durations.
 		{map[string]string{"MCPUSH_MAX_GET_STREAM": "soon"}, `MCPUSH_MAX_GET_STREAM="soon": want a duration such as 5s or 10m`},
 		{map[string]string{"MCPUSH_STREAM_HOLD": "-1s"}, `MCPUSH_STREAM_HOLD="-1s": want a duration such as 5s or 10m, or deadline`},
@@ -88,6 +89,9 @@ func TestBadValues(t *testing.T) {
 		if !errors.As(err, &e) || err.Error() != tc.want {
 			t.Errorf("%v: err = %v\nwant *envconfig.Error %s", tc.env, err, tc.want)
 			continue
+		}
+		if e.Name == "MCPUSH_WEBHOOK_ALLOW" && !errors.Is(err, webhook.ErrInvalidAllow) {
+			t.Errorf("%v: err = %v, not webhook.ErrInvalidAllow", tc.env, err)
 		}
 		if _, ok := tc.env[e.Name]; !ok && e.Name != "MCPUSH_STORE" {
 			t.Errorf("%v: the error names %s, which is not set", tc.env, e.Name)

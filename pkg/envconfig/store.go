@@ -96,7 +96,11 @@ func ReadWebhookAllow(getenv func(string) string) ([]webhook.Origin, error) {
 	v := getenv(webhook.AllowEnv)
 	allow, err := webhook.ParseAllow(v)
 	if err != nil {
-		return nil, &Error{Name: webhook.AllowEnv, Value: v, Want: "comma-separated origins such as http://127.0.0.1:9000", Err: err}
+		// The entry and what is wrong with it, without the variable's
+		// name and value again; the entry only when there are others.
+		why := strings.TrimPrefix(err.Error(), webhook.ErrInvalidAllow.Error()+": ")
+		why = strings.TrimPrefix(why, strconv.Quote(strings.TrimSpace(v))+": ")
+		return nil, &Error{Name: webhook.AllowEnv, Value: v, Want: "comma-separated origins such as http://127.0.0.1:9000 (" + why + ")", Err: err}
 	}
 	return allow, nil
 }
