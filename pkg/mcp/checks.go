@@ -91,7 +91,7 @@ var singleHeaders = []string{"Mcp-Protocol-Version", "Mcp-Method", "Mcp-Name"}
 
 // checkRepeatedHeaders refuses a request that repeats one of
 // singleHeaders (CodeHeaderMismatch, HTTP 400), in either era.
-func checkRepeatedHeaders(h http.Header) error {
+func checkRepeatedHeaders(h http.Header) *refusal {
 	for _, name := range singleHeaders {
 		if n := len(h.Values(name)); n > 1 {
 			return refuse(errHeaderMismatch, "Header mismatch: "+itoa(int64(n))+" "+name+" headers; send it once")

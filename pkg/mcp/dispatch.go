@@ -212,7 +212,7 @@ type response struct {
 	result json.RawMessage // when err is nil
 	// err is a *Error the client gets in the response, or a *refusal
 	// (a store that was unavailable: 503 with Retry-After).
-	err error
+	err failure
 }
 
 // encode returns r as a JSON-RPC response message of era.
@@ -240,7 +240,7 @@ func (r *response) write(w http.ResponseWriter, era Era) {
 func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, out sink) *response {
 	c := &call{sess: ss, id: m.ID, out: out, method: m.Method}
 	if ss.stateless {
-		var err error
+		var err *Error
 		if c.inputResponses, c.state, c.answers, err = s.readRetry(ss, m); err != nil {
 			return &response{id: m.ID, err: err}
 		}

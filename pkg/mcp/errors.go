@@ -356,14 +356,27 @@ func rpcError(era Era, err error) (int, *Error) {
 	return status, e
 }
 
+// A failure is what a request is answered with when it fails: a
+// *refusal (the transport's own answer) or a *Error (dispatch's). A plain
+// error has no answer of its own: a failure of the server or its store
+// becomes one through storeFailure or requestFailure, which log it under
+// an error id that the answer names and, for a store that was
+// unavailable, set Retry-After. So writeError takes only a failure, and a
+// plain error cannot reach a client as a bare 503 nobody logged.
+type failure interface {
+	error
+	isFailure()
+}
+
+func (*refusal) isFailure() {}
+func (*Error) isFailure()   {}
+
 // writeError is the one writer of an error response: it answers the
-// request with JSON-RPC id id (nil: null) that failed with err (a
-// *refusal or a *Error) in era, with the status and error of rpcError and
-// a refusal's Retry-After.
-func writeError(w http.ResponseWriter, era Era, id json.RawMessage, err error) {
-	status, e := rpcError(era, err)
-	var r *refusal
-	if errors.As(err, &r) && r.retryAfter > 0 {
+// request with JSON-RPC id id (nil: null) that failed with f in era, with
+// the status and error of rpcError and a refusal's Retry-After.
+func writeError(w http.ResponseWriter, era Era, id json.RawMessage, f failure) {
+	status, e := rpcError(era, f)
+	if r, ok := f.(*refusal); ok && r.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(r.retryAfter))
 	}
 	writeJSON(w, status, encodeResponse(id, nil, e))

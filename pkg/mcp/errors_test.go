@@ -1,9 +1,13 @@
 package mcp
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -122,14 +126,17 @@ func pinnedKinds(errs []error) map[error]bool {
 
 // TestWriteError checks the one writer of error responses: the status
 // and code of errorStatus, the message and data of the refusal or
-// *Error, a refusal's Retry-After, and no error text for an error that is
-// neither (it may name tables or files).
+// *Error, a refusal's Retry-After. writeError takes nothing else (a
+// failure); a plain error of the store reaches the client through
+// storeFailure, which the last rows check: logged under an error id that
+// the answer names, with Retry-After, never with the error's text (it
+// may name tables or files).
 func TestWriteError(t *testing.T) {
 	tests := []struct {
 		name       string
 		era        Era
 		id         string
-		err        error
+		err        failure
 		status     int
 		retryAfter string
 		body       string
@@ -142,8 +149,6 @@ func TestWriteError(t *testing.T) {
 			`{"jsonrpc":"2.0","id":"a","error":{"code":-32602,"message":"Resource not found: x","data":{"uri":"x"}}}`},
 		{"answer 2025", Era2025, `"a"`, &Error{Code: CodeResourceNotFound, Message: "Resource not found: x"}, 200, "",
 			`{"jsonrpc":"2.0","id":"a","error":{"code":-32002,"message":"Resource not found: x"}}`},
-		{"plain error", Era2025, "", errors.New("table t1 is gone"), 503, "",
-			`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"Service Unavailable"}}`},
 	}
 	for _, tt := range tests {
 		w := httptest.NewRecorder()
@@ -157,6 +162,40 @@ func TestWriteError(t *testing.T) {
 		}
 		if diff := cmp.Diff(tt.body, w.Body.String()); diff != "" {
 			t.Errorf("%s: body (-want +got):\n%s", tt.name, diff)
+		}
+	}
+	var logs bytes.Buffer
+	h := NewStreamableHandler(NewServer(&Implementation{Name: "e", Version: "1"}, nil, &ServerOptions{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}), nil)
+	for _, tt := range []struct {
+		name       string
+		err        error
+		message    string
+		retryAfter string
+	}{
+		{"plain error", errors.New("table t1 is gone"), "internal error (id ", "1"},
+		{"store unavailable", fmt.Errorf("table t1: %w", notify.ErrUnavailable), "Service Unavailable: the store is busy or unreachable; retry (id ", "1"},
+	} {
+		logs.Reset()
+		w := httptest.NewRecorder()
+		h.storeFailure(t.Context(), w, Era2026, []byte("7"), tt.err, "reading")
+		var body struct {
+			ID    int `json:"id"`
+			Error struct {
+				Code    int
+				Message string
+				Data    struct{ ErrorID string }
+			}
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+			t.Fatalf("%s: %v: %s", tt.name, err, w.Body)
+		}
+		id := body.Error.Data.ErrorID
+		if w.Code != 503 || w.Header().Get("Retry-After") != tt.retryAfter || body.ID != 7 || body.Error.Code != CodeInternalError ||
+			body.Error.Message != tt.message+id+")" || len(id) != 16 || strings.Contains(w.Body.String(), "t1") {
+			t.Errorf("%s: %d, Retry-After %q, %s; want 503, Retry-After %s, id 7, -32603 naming an error id, not the error", tt.name, w.Code, w.Header().Get("Retry-After"), w.Body, tt.retryAfter)
+		}
+		if !strings.Contains(logs.String(), `"errorId":"`+id+`"`) || !strings.Contains(logs.String(), "table t1") {
+			t.Errorf("%s: the log record does not carry the error and its id %s:\n%s", tt.name, id, logs.String())
 		}
 	}
 }

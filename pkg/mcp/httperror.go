@@ -79,7 +79,7 @@ func unavailableError(id string) *Error {
 // and attrs) and the client gets an internal error naming the id, in the
 // response; for a store that was unavailable it gets a refusal (503 with
 // Retry-After where the answer is plain JSON), which it retries.
-func (s *Server) requestFailure(ctx context.Context, msg string, err error, attrs ...any) error {
+func (s *Server) requestFailure(ctx context.Context, msg string, err error, attrs ...any) failure {
 	e := s.internalError(ctx, msg, err, attrs...)
 	if errors.Is(err, notify.ErrUnavailable) {
 		return &refusal{kind: notify.ErrUnavailable, msg: e.Message, data: e.Data, retryAfter: storeRetryAfter}

@@ -191,7 +191,7 @@ func tooMany(msg string) *refusal {
 // readBody reads a POST body within max bytes and, where the transport
 // supports read deadlines, within timeout. The error is the refusal to
 // answer: 413, 408 or 400.
-func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, error) {
+func readBody(w http.ResponseWriter, r *http.Request, max int64, timeout time.Duration) ([]byte, *refusal) {
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))

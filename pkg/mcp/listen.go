@@ -147,7 +147,7 @@ func (s *Server) listenScan() int { return 2 * s.opts.Limits.MaxListensPerPrinci
 
 // parseListenFilter decodes and checks a listen request's filter: unknown
 // notification types and unbounded lists are invalid params.
-func parseListenFilter(params json.RawMessage) (*SubscriptionFilter, error) {
+func parseListenFilter(params json.RawMessage) (*SubscriptionFilter, *Error) {
 	var p struct {
 		Notifications json.RawMessage `json:"notifications"`
 	}
@@ -527,12 +527,12 @@ func (l *listenStream) close(ctx context.Context) {
 // result: the client listens again).
 func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) {
 	ctx := r.Context()
-	f, err := parseListenFilter(m.Params)
-	if err == nil && len(f.TaskIDs) > 0 && !clientDeclaresTasks(ss) {
-		err = missingTasksCapability("taskIds need it")
+	f, bad := parseListenFilter(m.Params)
+	if bad == nil && len(f.TaskIDs) > 0 && !clientDeclaresTasks(ss) {
+		bad = missingTasksCapability("taskIds need it")
 	}
-	if err != nil {
-		writeError(w, Era2026, m.ID, err)
+	if bad != nil {
+		writeError(w, Era2026, m.ID, bad)
 		return
 	}
 	// Close waits for the backing session's deletion too: defers run last

@@ -108,7 +108,7 @@ func requestName(method string, params json.RawMessage) string {
 // that the state's round asked for: answers nobody asked for are ignored.
 // (Without one, a handler may take answers given before it asked, but ask
 // copies into the next state only those it used.)
-func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]json.RawMessage, state []byte, answers map[string]json.RawMessage, err error) {
+func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]json.RawMessage, state []byte, answers map[string]json.RawMessage, err *Error) {
 	if strings.HasPrefix(m.Method, "tasks/") {
 		return nil, nil, nil, nil // tasks/update's inputResponses answer a task's requests (tasks.go)
 	}

@@ -202,7 +202,7 @@ var localhostNames = []string{"localhost", "127.0.0.1", "::1", "[::1]"}
 
 // checkOrigin validates Host and Origin against DNS rebinding and
 // cross-origin use. It returns nil when the request may proceed.
-func (h *StreamableHandler) checkOrigin(r *http.Request) error {
+func (h *StreamableHandler) checkOrigin(r *http.Request) *refusal {
 	host := hostname(r.Host)
 	if h.opts.LocalhostOnly || len(h.opts.AllowedHosts) > 0 {
 		ok := h.opts.LocalhostOnly && contains(localhostNames, host)

@@ -17,7 +17,7 @@ import (
 const MaxListenTaskIDs = 100
 
 // checkListenTaskIDs checks a listen filter's taskIds.
-func checkListenTaskIDs(ids []string) error {
+func checkListenTaskIDs(ids []string) *Error {
 	if len(ids) > MaxListenTaskIDs {
 		return Errorf(CodeInvalidParams, "invalid params: at most %d taskIds", MaxListenTaskIDs)
 	}
