@@ -161,3 +161,59 @@ func TestRefusalKindsDocumented(t *testing.T) {
 		t.Errorf("found %d rows of refusalKinds in pkg/mcp/errors.go; the parse is broken", n)
 	}
 }
+
+// TestOneErrorWriter: outside pkg/mcp, no Go file of the servers (pkg/,
+// functions/, cmd/; tests and internal/ test tools aside) spells a
+// JSON-RPC message in a string (a "jsonrpc" key or a literal body, as
+// pkg/serve's panic answer did): an error answer goes through pkg/mcp's
+// one writer, writeError (from pkg/serve, mcp.WriteInternalError), so
+// that there is one map from a failure to the status and code a client
+// gets. Struct tags are not checked: ingest's notification type has one.
+func TestOneErrorWriter(t *testing.T) {
+	root := RepoRoot(t)
+	n := 0
+	for _, dir := range []string{"pkg", "functions", "cmd"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, path)
+			rel = filepath.ToSlash(rel)
+			if d.IsDir() {
+				if rel == "pkg/mcp" || d.Name() == "testdata" {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			n++
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				return err
+			}
+			tags := map[*ast.BasicLit]bool{}
+			ast.Inspect(f, func(node ast.Node) bool {
+				switch x := node.(type) {
+				case *ast.Field:
+					if x.Tag != nil {
+						tags[x.Tag] = true
+					}
+				case *ast.BasicLit:
+					if x.Kind == token.STRING && !tags[x] && strings.Contains(x.Value, "jsonrpc") {
+						t.Errorf("%s: a JSON-RPC message built outside pkg/mcp (%s); answer errors with pkg/mcp's writer", rel, x.Value)
+					}
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n < 50 {
+		t.Errorf("checked %d files; the walk is broken", n)
+	}
+}

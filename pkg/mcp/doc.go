@@ -59,7 +59,9 @@
 // every error response, the transport's own refusals (headers, bounds,
 // authentication, a store that is busy: 503 with Retry-After, which the
 // client retries) included, come from one map in errors.go, where the
-// package's codes and sentinel errors are declared.
+// package's codes and sentinel errors are declared; a server that
+// recovers a panic outside the handlers answers it with
+// WriteInternalError (500), from the same map.
 //
 // Package serve runs a Server in AWS Lambda or as a local HTTP server;
 // package eventtools adds mcpush's event tools.

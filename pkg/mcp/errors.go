@@ -187,6 +187,11 @@ var (
 	// errUnsupportedVersion: a 2026-era request names a version the
 	// server does not serve statelessly. 400.
 	errUnsupportedVersion = errors.New("unsupported protocol version")
+	// errServerFault: a failure of the server that has no answer of its
+	// own, a panic outside the handlers (WriteInternalError). 500, with no
+	// Retry-After: a panic is a bug that the same request would most
+	// likely hit again, unlike a busy store (503, Retry-After).
+	errServerFault = errors.New("internal server error")
 	// errForbidden: a Host or Origin that is not allowed. 403.
 	errForbidden = errors.New("forbidden")
 	// errNoStream: a resumption at a Last-Event-ID of no stream that has
@@ -233,6 +238,7 @@ var refusalKinds = []struct {
 	{ErrUnauthorized, http.StatusUnauthorized, CodeInvalidRequest},
 	{errServerShutdown, http.StatusServiceUnavailable, CodeInternalError},
 	{notify.ErrUnavailable, http.StatusServiceUnavailable, CodeInternalError},
+	{errServerFault, http.StatusInternalServerError, CodeInternalError},
 	{errForbidden, http.StatusForbidden, CodeInvalidRequest},
 	{errRejected, http.StatusBadRequest, 0},
 	{errBadRequest, http.StatusBadRequest, CodeInvalidRequest},
@@ -380,6 +386,20 @@ func writeError(w http.ResponseWriter, era Era, id json.RawMessage, f failure) {
 		w.Header().Set("Retry-After", strconv.Itoa(r.retryAfter))
 	}
 	writeJSON(w, status, encodeResponse(id, nil, e))
+}
+
+// WriteInternalError answers r, whose serving failed without an answer of
+// its own (a panic recovered outside pkg/mcp, which answers a panicking
+// handler itself), through the one writer of error responses: HTTP 500
+// and an internal error (-32603) with id null whose message and data
+// ({"requestId": requestID}) name requestID, the id the caller logged the
+// failure under (pkg/serve: the Lambda request id), never the failure.
+// 500 and no Retry-After, not 503: a panic is a bug that the same request
+// would most likely hit again, so the answer does not invite a retry.
+// Call it only before anything of the response was written.
+func WriteInternalError(w http.ResponseWriter, r *http.Request, requestID string) {
+	data, _ := json.Marshal(map[string]string{"requestId": requestID})
+	writeError(w, requestEra(r), nil, &refusal{kind: errServerFault, msg: "internal error (request id " + requestID + ")", data: data})
 }
 
 // requestEra is the era of a request, decided from its headers before its

@@ -37,6 +37,7 @@ func TestErrorStatus(t *testing.T) {
 		{"unauthorized", &refusal{kind: ErrUnauthorized, cause: errors.New("no token")}, both(401, CodeInvalidRequest)},
 		{"unauthorized, whatever else it wraps", &refusal{kind: ErrUnauthorized, cause: fmt.Errorf("%w, %w", notify.ErrUnavailable, notify.ErrNotFound)}, both(401, CodeInvalidRequest)},
 		{"ErrUnauthorized", ErrUnauthorized, both(401, CodeInvalidRequest)},
+		{"server fault (a panic)", refuse(errServerFault, "m"), both(500, CodeInternalError)},
 		{"forbidden host or origin", refuse(errForbidden, "m"), both(403, CodeInvalidRequest)},
 		{"rejected parse error", reject(rpc(CodeParseError).(*Error)), both(400, CodeParseError)},
 		{"rejected invalid request", reject(rpc(CodeInvalidRequest).(*Error)), both(400, CodeInvalidRequest)},
@@ -196,6 +197,26 @@ func TestWriteError(t *testing.T) {
 		}
 		if !strings.Contains(logs.String(), `"errorId":"`+id+`"`) || !strings.Contains(logs.String(), "table t1") {
 			t.Errorf("%s: the log record does not carry the error and its id %s:\n%s", tt.name, id, logs.String())
+		}
+	}
+}
+
+// TestWriteInternalError: the answer to a request whose serving panicked
+// outside the handlers (pkg/serve's recovery) is 500 without Retry-After
+// (a bug, which the same request would hit again: no invitation to
+// retry), an internal error naming the request id the failure was logged
+// under, in either era.
+func TestWriteInternalError(t *testing.T) {
+	for _, version := range []string{"", "2026-07-28"} {
+		r := httptest.NewRequest("POST", "/mcp", nil)
+		if version != "" {
+			r.Header.Set("Mcp-Protocol-Version", version)
+		}
+		w := httptest.NewRecorder()
+		WriteInternalError(w, r, "req-1")
+		want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error (request id req-1)","data":{"requestId":"req-1"}}}`
+		if w.Code != 500 || w.Header().Get("Retry-After") != "" || w.Header().Get("Content-Type") != "application/json" || w.Body.String() != want {
+			t.Errorf("version %q: %d, Retry-After %q, Content-Type %q, %s; want 500, none, application/json, %s", version, w.Code, w.Header().Get("Retry-After"), w.Header().Get("Content-Type"), w.Body, want)
 		}
 	}
 }

@@ -326,18 +326,14 @@ func (h *LambdaHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 				"method", r.Method, "path", r.URL.Path, "session", r.Header.Get("Mcp-Session-Id"),
 				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			if w.status == 0 {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusInternalServerError)
 				// The client gets the Lambda request id, which the
-				// log record carries (requestId), not the panic.
+				// log record carries (requestId), not the panic: 500,
+				// written by pkg/mcp's one error writer.
 				var id string
 				if lc, ok := lambdacontext.FromContext(r.Context()); ok {
 					id = lc.AwsRequestID
 				}
-				body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{
-					"code": mcp.CodeInternalError, "message": "internal error (request id " + id + ")", "data": map[string]string{"requestId": id},
-				}})
-				w.Write(body)
+				mcp.WriteInternalError(w, r, id)
 			}
 			// Headers already sent: the response just ends here.
 		}

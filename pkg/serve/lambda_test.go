@@ -130,9 +130,13 @@ func TestPanicBecomes500(t *testing.T) {
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {
 			h, logs := newTestHandler(t, mode, mux)
-			code, _, body := serve(t, h, "POST", "/early", nil, "")
-			if code != http.StatusInternalServerError || !strings.Contains(body, `"code":-32603`) || !strings.Contains(body, "req-1") || strings.Contains(body, "early") {
-				t.Errorf("panic before the headers: %d %q, want 500 with a JSON-RPC internal error", code, body)
+			// Before the headers: pkg/mcp's answer to a server fault,
+			// 500 without Retry-After (a bug: retrying would hit it
+			// again), naming the request id, not the panic.
+			code, header, body := serve(t, h, "POST", "/early", nil, "")
+			want := `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error (request id req-1)","data":{"requestId":"req-1"}}}`
+			if code != http.StatusInternalServerError || body != want || header["Retry-After"] != "" || header["Content-Type"] != "application/json" {
+				t.Errorf("panic before the headers: %d %q (Retry-After %q), want 500 %s", code, body, header["Retry-After"], want)
 			}
 			// After the headers, the response ends where it was.
 			code, _, body = serve(t, h, "POST", "/late", nil, "")
