@@ -16,7 +16,8 @@
 //
 // A bad value is an *Error that names the variable, its value (never the
 // value of a secret) and what the variable accepts. docs/configuration.md
-// lists the variables (a test checks that every one read here is there).
+// and docs/limits.md list the variables (TestDocumented checks that every
+// one read here is in one of them).
 //
 // The package imports neither pkg/mcp nor pkg/serve nor pkg/oauth, so the
 // SNS ingest reads its configuration without linking the MCP server; the

@@ -568,7 +568,9 @@ func (cs *ClientSession) ReadResource(ctx context.Context, uri string) (*ReadRes
 //
 // In the 2026 era there is no resources/subscribe: the client reopens its
 // subscriptions/listen stream with uri added and waits for the server's
-// acknowledgement; one that does not name uri is ErrNotAcknowledged.
+// acknowledgement; one that names what it grants without uri is
+// ErrNotAcknowledged, and one with no notifications object is taken at
+// its word.
 func (cs *ClientSession) Subscribe(ctx context.Context, uri string) error {
 	modern := cs.isModern()
 	if !modern {

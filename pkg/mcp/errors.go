@@ -129,9 +129,11 @@ var (
 	// ErrTaskCancelled is AwaitTask's error for a task that was cancelled.
 	ErrTaskCancelled = errors.New("mcp: the task was cancelled")
 	// ErrNotAcknowledged is returned by a 2026-era Subscribe when the
-	// server acknowledges the listen stream without the resource: it does
-	// not offer updates of that resource (a server without the resources
-	// subscribe capability drops every URI).
+	// server's acknowledgement of the listen stream names the resource
+	// subscriptions it grants and the URI is not among them: it does not
+	// offer updates of that resource (a server without the resources
+	// subscribe capability grants none). An acknowledgement without a
+	// notifications object is taken at its word.
 	ErrNotAcknowledged = errors.New("mcp: the server did not acknowledge the resource subscription")
 	// ErrCrossOriginRedirect is returned (wrapped) for a redirect to
 	// another origin than the request's (scheme, host, port): the client
