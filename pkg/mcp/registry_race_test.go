@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -125,5 +126,94 @@ func TestNotifyChangesLosingRace(t *testing.T) {
 	hashes, _ := inner.RegistryHashes(ctx)
 	if final.NotifiedHashes[notify.RegistryPrompts] != hashes[notify.RegistryPrompts] {
 		t.Errorf("notified prompts hash %q, want the registry's current %q", final.NotifiedHashes[notify.RegistryPrompts], hashes[notify.RegistryPrompts])
+	}
+}
+
+// TestReservedPrefixUpgrade: notify.UpgradeListen, which spells the
+// reserved prefix itself (it cannot import this package), recognizes the
+// backing sessions this package names (listenPrincipal) and no client's.
+func TestReservedPrefixUpgrade(t *testing.T) {
+	legacy := json.RawMessage(`{"mcpush/process":"process-1","mcpush/request":"s:L1"}`)
+	backing := &notify.Session{Principal: listenPrincipal("alice"), ClientInfo: legacy}
+	if !notify.UpgradeListen(backing) || backing.Listen.Request != "s:L1" {
+		t.Errorf("UpgradeListen does not read a backing session of %q: %+v", listenPrincipal("alice"), backing)
+	}
+	client := &notify.Session{Principal: "alice", ClientInfo: legacy}
+	if notify.UpgradeListen(client) {
+		t.Error("UpgradeListen changed a client's session")
+	}
+}
+
+// TestNotifyChangesBoundedRounds: a process that loses every conditional
+// append (before each of its appends the registry moves, another process
+// notifies the session of it, and the registry moves on again) gives up after maxNotifyAttempts
+// rounds, having appended nothing itself, instead of chasing the other
+// process for ever; the session has one list_changed per move the other
+// process notified.
+func TestNotifyChangesBoundedRounds(t *testing.T) {
+	ctx := context.Background()
+	inner, err := sqlitestore.New(filepath.Join(t.TempDir(), "rounds.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	racing := &racingCASStore{Store: inner, first: notify.RegistryTools}
+	quiet := &ServerOptions{DynamicRegistries: true}
+	a := NewServer(&Implementation{Name: "a", Version: "1"}, racing, quiet)
+	b := NewServer(&Implementation{Name: "b", Version: "1"}, inner, quiet)
+	baseline, err := inner.RegistryHashes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	sess := &notify.Session{ID: "rounds-session-0123456789abcdef", Principal: "alice", ProtocolVersion: "2025-11-25",
+		Initialized: true, NotifiedHashes: baseline, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	if err := inner.CreateSession(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	version := 0
+	move := func() {
+		version++
+		item := fmt.Sprintf(`{"name":"t","description":"v%d"}`, version)
+		if _, _, err := inner.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"t": json.RawMessage(item)}, fmt.Sprint("m", version)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rounds := 0
+	var race func()
+	race = func() {
+		rounds++
+		move()
+		st, err := inner.GetSession(ctx, sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.regs.mu.Lock()
+		b.regs.hashes = nil // B reads the registries afresh, as a process whose cache is new
+		b.regs.mu.Unlock()
+		if err := b.notifyChanges(ctx, &ServerSession{srv: b, state: st}); err != nil {
+			t.Fatal(err)
+		}
+		move()             // so that A, having re-read, has a move to notify
+		racing.race = race // and loses it too
+	}
+	move()
+	racing.race = race
+	st, err := inner.GetSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.notifyChanges(ctx, &ServerSession{srv: a, state: st}); err != nil {
+		t.Fatal(err)
+	}
+	if rounds != maxNotifyAttempts {
+		t.Errorf("A tried %d rounds, want %d", rounds, maxNotifyAttempts)
+	}
+	evs, err := inner.ReadEvents(ctx, sess.ID, getStream, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != rounds {
+		t.Errorf("%d list_changed in the log, want %d (one per move B notified, none of A's)", len(evs), rounds)
 	}
 }

@@ -33,7 +33,9 @@ import (
 // is controlKey, which no JSON-RPC message has.
 
 // reservedPrefix starts every principal and subscription URI the server
-// reserves.
+// reserves. pkg/notify spells it once more (legacyListenPrefix, frozen:
+// the records of the previous listen state that notify.UpgradeListen
+// reads); TestReservedPrefixUpgrade ties the two together.
 const reservedPrefix = "mcpush-listen:"
 
 // controlKey is the first member of every control record.

@@ -885,3 +885,56 @@ func TestClientListenNotAcknowledged(t *testing.T) {
 		t.Fatalf("Subscribe to a served resource: %v", err)
 	}
 }
+
+// TestClientListenAckWithoutGrant: what a 2026-era Subscribe makes of an
+// acknowledgement of another server's making (everything else is served by
+// a real mcpush server): one with no notifications object says nothing of
+// what it grants and is taken at its word (nil); one whose notifications
+// grant no resource subscription is mcp.ErrNotAcknowledged.
+func TestClientListenAckWithoutGrant(t *testing.T) {
+	st, err := sqlitestore.New(filepath.Join(t.TempDir(), "db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "acks", Version: "1"}, st, &mcp.ServerOptions{DynamicRegistries: true, Logger: slog.New(slog.DiscardHandler)})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true})
+	defer h.Close()
+	for _, tc := range []struct {
+		name, notifications string // "": no notifications member
+		want                error
+	}{
+		{"no notifications object", "", nil},
+		{"grants none", `,"notifications":{"toolsListChanged":true}`, mcp.ErrNotAcknowledged},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Mcp-Method") != "subscriptions/listen" {
+					h.ServeHTTP(w, r)
+					return
+				}
+				var m struct {
+					ID json.RawMessage `json:"id"`
+				}
+				_ = json.NewDecoder(r.Body).Decode(&m)
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/subscriptions/acknowledged\",\"params\":{\"_meta\":{\"io.modelcontextprotocol/subscriptionId\":%s}%s}}\n\n", m.ID, tc.notifications)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			}))
+			t.Cleanup(ts.Close)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "acks", Version: "1"}, &mcp.ClientOptions{
+				Mode: mcp.ClientMode2026, Logger: slog.New(slog.DiscardHandler)}).Connect(ctx, ts.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cs.Close(context.Background()) })
+			err = cs.Subscribe(ctx, "file:///x.txt")
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("Subscribe: %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
