@@ -335,12 +335,7 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	err = s.allowListen(ctx, owner)
 	var quota *errListenQuota
 	if errors.As(err, &quota) {
-		// The listen quota's answer (429, Retry-After), with the Events
-		// extension's ResourceExhausted code and data.
-		refused := rateLimited(listenQuotaRetry, quota.Error())
-		refused.kind = errResourceExhausted
-		refused.data, _ = json.Marshal(map[string]any{"limit": "streams", "max": quota.limit})
-		writeError(w, era, m.ID, refused)
+		writeError(w, era, m.ID, quota.refusal(true))
 		return
 	}
 	process, err := s.holdLiveness(ctx)

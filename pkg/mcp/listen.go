@@ -101,6 +101,18 @@ func (e *errListenQuota) Error() string {
 		" open listen streams, the limit; end one (notifications/cancelled or closing it) or retry later"
 }
 
+// refusal is the answer to a stream over the quota: 429 with Retry-After;
+// for an events/stream (events), with the Events extension's
+// ResourceExhausted code and data naming the limit.
+func (e *errListenQuota) refusal(events bool) *refusal {
+	r := rateLimited(listenQuotaRetry, e.Error())
+	if events {
+		r.kind = errResourceExhausted
+		r.data, _ = json.Marshal(map[string]any{"limit": "streams", "max": e.limit})
+	}
+	return r
+}
+
 // cancelListen ends the listen streams a notifications/cancelled names:
 // it appends listenCancel to the log of each backing session that records
 // the request id (its Listen's Request), which the stream reads at its next
@@ -542,7 +554,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 	l, err := h.srv.openListen(ctx, ss, quotaPrincipal(r, ss.Principal()), m.ID, f, h.listenTTL())
 	var quota *errListenQuota
 	if errors.As(err, &quota) {
-		writeError(w, Era2026, m.ID, rateLimited(listenQuotaRetry, quota.Error()))
+		writeError(w, Era2026, m.ID, quota.refusal(false))
 		return
 	}
 	if err != nil {

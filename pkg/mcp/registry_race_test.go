@@ -31,6 +31,53 @@ func (s *racingCASStore) Append(ctx context.Context, id, stream string, data [][
 	return s.Store.Append(ctx, id, stream, data, o)
 }
 
+// raceSetup is two processes on one SQLite store, A's store racing
+// (racingCASStore, first: tools), and a 2025-era session notified of the
+// registries as they are.
+type raceSetup struct {
+	inner  *sqlitestore.Store
+	racing *racingCASStore
+	a, b   *Server
+	sess   *notify.Session
+}
+
+func newRaceSetup(t *testing.T) *raceSetup {
+	t.Helper()
+	ctx := context.Background()
+	inner, err := sqlitestore.New(filepath.Join(t.TempDir(), "race.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inner.Close() })
+	racing := &racingCASStore{Store: inner, first: notify.RegistryTools}
+	quiet := &ServerOptions{DynamicRegistries: true}
+	baseline, err := inner.RegistryHashes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	sess := &notify.Session{ID: "race-session-0123456789abcdef", Principal: "alice", ProtocolVersion: "2025-11-25",
+		Initialized: true, NotifiedHashes: baseline, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+	if err := inner.CreateSession(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	return &raceSetup{inner: inner, racing: racing, sess: sess,
+		a: NewServer(&Implementation{Name: "a", Version: "1"}, racing, quiet),
+		b: NewServer(&Implementation{Name: "b", Version: "1"}, inner, quiet)}
+}
+
+// notify runs srv's notifyChanges on the session as the store has it.
+func (r *raceSetup) notify(t *testing.T, srv *Server) {
+	t.Helper()
+	st, err := r.inner.GetSession(context.Background(), r.sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.notifyChanges(context.Background(), &ServerSession{srv: srv, state: st}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestNotifyChangesLosingRace: process A reads the registry hashes
 // (tools t1, prompts p1); before its first conditional append, the
 // prompts registry moves on to p2 and process B notifies the session of
@@ -43,67 +90,29 @@ func (s *racingCASStore) Append(ctx context.Context, id, stream string, data [][
 // produced 4 notifications in TestPushListChanged.
 func TestNotifyChangesLosingRace(t *testing.T) {
 	ctx := context.Background()
-	inner, err := sqlitestore.New(filepath.Join(t.TempDir(), "race.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inner.Close()
-	racing := &racingCASStore{Store: inner, first: notify.RegistryTools}
-	quiet := &ServerOptions{DynamicRegistries: true}
-	a := NewServer(&Implementation{Name: "a", Version: "1"}, racing, quiet)
-	b := NewServer(&Implementation{Name: "b", Version: "1"}, inner, quiet)
-
-	baseline, err := inner.RegistryHashes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	sess := &notify.Session{ID: "race-session-0123456789abcdef", Principal: "alice", ProtocolVersion: "2025-11-25",
-		Initialized: true, NotifiedHashes: baseline, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
-	if err := inner.CreateSession(ctx, sess); err != nil {
-		t.Fatal(err)
-	}
+	r := newRaceSetup(t)
 	apply := func(kind, key, item, msg string) {
 		t.Helper()
-		if _, _, err := inner.ApplyRegistry(ctx, kind, notify.OpPut, map[string]json.RawMessage{key: json.RawMessage(item)}, msg); err != nil {
+		if _, _, err := r.inner.ApplyRegistry(ctx, kind, notify.OpPut, map[string]json.RawMessage{key: json.RawMessage(item)}, msg); err != nil {
 			t.Fatal(err)
 		}
 	}
 	apply(notify.RegistryTools, "t", `{"name":"t","description":"v1"}`, "m1")
 	apply(notify.RegistryPrompts, "p", `{"name":"p","messages":[{"role":"user","text":"v1"}]}`, "m2")
-	racing.race = func() {
+	r.racing.race = func() {
 		apply(notify.RegistryPrompts, "p", `{"name":"p","messages":[{"role":"user","text":"v2"}]}`, "m3")
-		st, err := inner.GetSession(ctx, sess.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.notifyChanges(ctx, &ServerSession{srv: b, state: st}); err != nil {
-			t.Fatal(err)
-		}
+		r.notify(t, r.b)
 	}
 
-	st, err := inner.GetSession(ctx, sess.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.notifyChanges(ctx, &ServerSession{srv: a, state: st}); err != nil {
-		t.Fatal(err)
-	}
-	if racing.race != nil {
+	r.notify(t, r.a)
+	if r.racing.race != nil {
 		t.Fatal("the race never ran: A made no conditional append for tools")
 	}
 	// A later check, on either process, finds nothing to say.
-	for _, srv := range []*Server{a, b} {
-		st, err := inner.GetSession(ctx, sess.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := srv.notifyChanges(ctx, &ServerSession{srv: srv, state: st}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.notify(t, r.a)
+	r.notify(t, r.b)
 
-	evs, err := inner.ReadEvents(ctx, sess.ID, getStream, 0, 100)
+	evs, err := r.inner.ReadEvents(ctx, r.sess.ID, getStream, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,11 +128,11 @@ func TestNotifyChangesLosingRace(t *testing.T) {
 	if got := counts[listChangedMethod[notify.RegistryPrompts]]; got != 1 {
 		t.Errorf("%d prompts/list_changed for the session's one move (to p2), want 1 (log %v)", got, counts)
 	}
-	final, err := inner.GetSession(ctx, sess.ID)
+	final, err := r.inner.GetSession(ctx, r.sess.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hashes, _ := inner.RegistryHashes(ctx)
+	hashes, _ := r.inner.RegistryHashes(ctx)
 	if final.NotifiedHashes[notify.RegistryPrompts] != hashes[notify.RegistryPrompts] {
 		t.Errorf("notified prompts hash %q, want the registry's current %q", final.NotifiedHashes[notify.RegistryPrompts], hashes[notify.RegistryPrompts])
 	}
@@ -152,30 +161,12 @@ func TestReservedPrefixUpgrade(t *testing.T) {
 // process notified.
 func TestNotifyChangesBoundedRounds(t *testing.T) {
 	ctx := context.Background()
-	inner, err := sqlitestore.New(filepath.Join(t.TempDir(), "rounds.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inner.Close()
-	racing := &racingCASStore{Store: inner, first: notify.RegistryTools}
-	quiet := &ServerOptions{DynamicRegistries: true}
-	a := NewServer(&Implementation{Name: "a", Version: "1"}, racing, quiet)
-	b := NewServer(&Implementation{Name: "b", Version: "1"}, inner, quiet)
-	baseline, err := inner.RegistryHashes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	sess := &notify.Session{ID: "rounds-session-0123456789abcdef", Principal: "alice", ProtocolVersion: "2025-11-25",
-		Initialized: true, NotifiedHashes: baseline, CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
-	if err := inner.CreateSession(ctx, sess); err != nil {
-		t.Fatal(err)
-	}
+	r := newRaceSetup(t)
 	version := 0
 	move := func() {
 		version++
 		item := fmt.Sprintf(`{"name":"t","description":"v%d"}`, version)
-		if _, _, err := inner.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"t": json.RawMessage(item)}, fmt.Sprint("m", version)); err != nil {
+		if _, _, err := r.inner.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, map[string]json.RawMessage{"t": json.RawMessage(item)}, fmt.Sprint("m", version)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -184,32 +175,20 @@ func TestNotifyChangesBoundedRounds(t *testing.T) {
 	race = func() {
 		rounds++
 		move()
-		st, err := inner.GetSession(ctx, sess.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.regs.mu.Lock()
-		b.regs.hashes = nil // B reads the registries afresh, as a process whose cache is new
-		b.regs.mu.Unlock()
-		if err := b.notifyChanges(ctx, &ServerSession{srv: b, state: st}); err != nil {
-			t.Fatal(err)
-		}
-		move()             // so that A, having re-read, has a move to notify
-		racing.race = race // and loses it too
+		r.b.regs.mu.Lock()
+		r.b.regs.hashes = nil // B reads the registries afresh, as a process whose cache is new
+		r.b.regs.mu.Unlock()
+		r.notify(t, r.b)
+		move()               // so that A, having re-read, has a move to notify
+		r.racing.race = race // and loses it too
 	}
 	move()
-	racing.race = race
-	st, err := inner.GetSession(ctx, sess.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.notifyChanges(ctx, &ServerSession{srv: a, state: st}); err != nil {
-		t.Fatal(err)
-	}
+	r.racing.race = race
+	r.notify(t, r.a)
 	if rounds != maxNotifyAttempts {
 		t.Errorf("A tried %d rounds, want %d", rounds, maxNotifyAttempts)
 	}
-	evs, err := inner.ReadEvents(ctx, sess.ID, getStream, 0, 100)
+	evs, err := r.inner.ReadEvents(ctx, r.sess.ID, getStream, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
