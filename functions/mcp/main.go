@@ -25,7 +25,7 @@ import (
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
-	"github.com/mcpush/mcpush/pkg/notify/ingest"
+	"github.com/mcpush/mcpush/pkg/notify/delivery"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 	"github.com/mcpush/mcpush/pkg/serve"
 	"github.com/mcpush/mcpush/pkg/serve/initerror"
@@ -87,6 +87,10 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	deliveryEnv, err := envconfig.ReadDelivery(os.Getenv)
+	if err != nil {
+		return err
+	}
 	var fix *fixtures
 	if env.Fixtures != "" {
 		if fix, err = fixtureSet(env.Fixtures); err != nil {
@@ -144,48 +148,43 @@ func run(logger *slog.Logger) error {
 	}
 	logger.Info("store", "spec", storeEnv.Spec)
 	if sopts.RuntimeAPI == "" {
-		// Locally this process also retries webhook deliveries (in
-		// Lambda a scheduled invocation of sns-ingest does).
-		if err := sweepWebhooks(ctx, store, opts, env.WebhookSweep, logger); err != nil {
+		// Locally this process also delivers webhooks, with an
+		// in-process pool (in Lambda the delivery function works the
+		// SQS queue).
+		wait, err := deliverWebhooks(ctx, store, opts, env.WebhookSweep, deliveryEnv, logger)
+		if err != nil {
 			return err
 		}
+		defer wait()
 	}
 	return serve.Run(ctx, srv, sopts)
 }
 
-// sweepWebhooks starts a goroutine that sweeps the webhook subscriptions
-// every interval (default 15 s) until ctx ends: pending retries, and
-// events a crash left behind (ingest.Webhooks.Sweep). Without state keys
-// shared with sns-ingest, or without webhook delivery, it does nothing.
-func sweepWebhooks(ctx context.Context, store storeconfig.Store, opts *mcp.ServerOptions, every time.Duration, logger *slog.Logger) error {
+// deliverWebhooks starts webhook delivery in this process: a
+// delivery.Pool (MCPUSH_WEBHOOK_WORKERS workers) that watches the store's
+// topic heads for events appended by any process (sns-ingest), retries on
+// schedule and sweeps every interval (MCPUSH_WEBHOOK_SWEEP, default 15 s),
+// until ctx ends. wait waits for its workers to release their claims.
+// Without state keys shared with sns-ingest, or without webhook delivery
+// (no auth), it does nothing.
+func deliverWebhooks(ctx context.Context, store storeconfig.Store, opts *mcp.ServerOptions, every time.Duration, d envconfig.Delivery, logger *slog.Logger) (wait func(), err error) {
 	if len(opts.StateKeys) == 0 || opts.Webhooks == nil {
-		return nil
-	}
-	if every <= 0 {
-		every = 15 * time.Second
+		return func() {}, nil
 	}
 	sealer, err := notify.NewSealer(opts.StateKeys, notify.WebhookSealLabel)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	wh, err := ingest.NewWebhooks(ingest.WebhookOptions{Store: store, Sender: opts.Webhooks.Sender, Sealer: sealer, CursorKey: opts.StateKeys[0],
-		EventTypes: ingest.RegistryEventTypes(store), Logger: logger})
+	pool := delivery.NewPool(&delivery.PoolOptions{Workers: d.Workers, SweepInterval: every, Logger: logger})
+	eng, err := delivery.New(delivery.Options{Store: store, Queue: pool, Sender: opts.Webhooks.Sender, Sealer: sealer, CursorKey: opts.StateKeys[0],
+		EventTypes: delivery.RegistryEventTypes(store), PerOrigin: d.PerOrigin, Logger: logger})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	done := make(chan struct{})
 	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if c, err := wh.Sweep(ctx); err != nil || c.Claimed > 0 {
-				logger.Info("webhook sweep", "claimed", c.Claimed, "delivered", c.Delivered, "abandoned", c.Abandoned, "failed", c.Failed, "err", err)
-			}
-		}
+		defer close(done)
+		pool.Run(ctx, eng)
 	}()
-	return nil
+	return func() { <-done }, nil
 }

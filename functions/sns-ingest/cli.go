@@ -121,14 +121,20 @@ func run(ctx context.Context, args []string, e *env) int {
 	}
 	defer store.Close()
 
-	wh, err := webhooks(ctx, c, store, e.logger)
+	// Webhook delivery is not this command's: with a queue
+	// (MCPUSH_DELIVERY_QUEUE_URL) it hands each event's fan-out to it,
+	// else the event waits in its topic's log, where the local server's
+	// delivery pool finds it.
+	opts := &ingest.Options{Logger: e.logger, Now: e.now, Tools: c.tools}
+	q, err := deliveryQueue(ctx, c)
 	if err != nil {
-		// The keys could not be resolved (Secrets Manager, or the key
-		// shared through the store): the event still goes to its topic's
-		// log, the webhooks' outbox, and the sweeper delivers it.
-		e.logger.Warn("sns-ingest: no webhook delivery in this run", "err", err)
+		e.logger.Error("sns-ingest: webhook delivery queue", "err", err)
+		return exitUsage
 	}
-	in := ingest.New(store, &ingest.Options{Logger: e.logger, Now: e.now, Tools: c.tools, Webhooks: wh})
+	if q != nil {
+		opts.Delivery = q
+	}
+	in := ingest.New(store, opts)
 	sum, _ := in.Handle(ctx, ev) // the summary reports the errors, and Handle has logged them
 	enc := json.NewEncoder(e.stdout)
 	enc.SetEscapeHTML(false)

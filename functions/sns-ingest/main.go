@@ -43,6 +43,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -54,6 +57,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/envconfig"
+	"github.com/mcpush/mcpush/pkg/notify/delivery"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 	"github.com/mcpush/mcpush/pkg/serve/initerror"
@@ -79,12 +83,23 @@ func main() {
 		if err != nil {
 			initError("sns-ingest: opening the store", err)
 		}
-		wh, err := webhooks(context.Background(), c, store, logger)
+		var (
+			in  = ingest.New(store, &ingest.Options{Logger: logger, Tools: c.tools})
+			eng *delivery.Engine
+		)
+		q, err := deliveryQueue(context.Background(), c)
 		if err != nil {
 			initError("sns-ingest: webhook delivery", err)
 		}
-		in := ingest.New(store, &ingest.Options{Logger: logger, Tools: c.tools, Webhooks: wh})
-		lambda.StartHandlerFunc(handler(in, wh, logger))
+		if q != nil {
+			if eng, err = engine(context.Background(), c, store, q, logger); err != nil {
+				initError("sns-ingest: webhook delivery", err)
+			}
+			in = ingest.New(store, &ingest.Options{Logger: logger, Tools: c.tools, Delivery: q})
+		} else {
+			logger.Warn("sns-ingest: no webhook delivery: MCPUSH_DELIVERY_QUEUE_URL is not set")
+		}
+		lambda.StartHandlerFunc(handler(in, eng, logger))
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -117,34 +132,67 @@ func openStore(ctx context.Context, c envconfig.Store, logger *slog.Logger) (sto
 	return store, nil
 }
 
-// invocation is what the function is invoked with: an SNS event, or the
-// EventBridge Scheduler's event of the webhook sweep (template.yaml).
+// invocation is what tells the function's three kinds of invocation
+// apart: an SNS event (Records of EventSource aws:sns), an SQS event of
+// the webhook delivery queue (Records of eventSource aws:sqs), or the
+// EventBridge Scheduler's event of the repair sweep (template.yaml).
 type invocation struct {
-	Records    []events.SNSEventRecord `json:"Records"`
-	Source     string                  `json:"source"`
-	DetailType string                  `json:"detail-type"`
+	Records []struct {
+		// EventSource matches SNS's "EventSource" and SQS's
+		// "eventSource" alike (encoding/json matches names without
+		// regard to case).
+		EventSource string `json:"eventSource"`
+	} `json:"Records"`
+	Source     string `json:"source"`
+	DetailType string `json:"detail-type"`
 }
 
-// invocationResult is the result of an invocation: the summary of an
-// SNS event, or what a sweep delivered.
-type invocationResult struct {
-	*ingest.Summary
-	Sweep *ingest.DeliveryCounts `json:"sweep,omitempty"`
+// sweepResult is what a scheduled sweep answers.
+type sweepResult struct {
+	Sweep struct {
+		Topics int `json:"topics"` // fan-out tasks enqueued
+	} `json:"sweep"`
 }
 
-// handler serves SNS events with in and scheduled events with a sweep of
-// wh (nil: no webhook delivery).
-func handler(in *ingest.Ingester, wh *ingest.Webhooks, logger *slog.Logger) func(context.Context, invocation) (invocationResult, error) {
-	return func(ctx context.Context, inv invocation) (invocationResult, error) {
-		if len(inv.Records) == 0 && (inv.Source == "aws.scheduler" || inv.Source == "aws.events" || inv.DetailType == "Scheduled Event") {
-			if wh == nil {
-				return invocationResult{}, nil
-			}
-			c, err := wh.Sweep(ctx)
-			logger.Info("webhook sweep", "subscriptions", c.Subscriptions, "claimed", c.Claimed, "delivered", c.Delivered, "abandoned", c.Abandoned, "failed", c.Failed, "err", err)
-			return invocationResult{Sweep: &c}, err
+// handler serves SNS events with in, the delivery queue's SQS events with
+// eng, and scheduled events with a sweep of eng (nil: no webhook
+// delivery).
+func handler(in *ingest.Ingester, eng *delivery.Engine, logger *slog.Logger) func(context.Context, json.RawMessage) (any, error) {
+	return func(ctx context.Context, raw json.RawMessage) (any, error) {
+		var inv invocation
+		if err := json.Unmarshal(raw, &inv); err != nil {
+			return nil, fmt.Errorf("sns-ingest: an invocation that is not a JSON object: %w", err)
 		}
-		sum, err := in.Handle(ctx, events.SNSEvent{Records: inv.Records})
-		return invocationResult{Summary: &sum}, err
+		switch {
+		case len(inv.Records) > 0 && inv.Records[0].EventSource == "aws:sqs":
+			if eng == nil {
+				return nil, errors.New("sns-ingest: an SQS event, but webhook delivery is off (MCPUSH_DELIVERY_QUEUE_URL is not set)")
+			}
+			var ev events.SQSEvent
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				return nil, fmt.Errorf("sns-ingest: SQS event: %w", err)
+			}
+			resp, c := eng.HandleSQS(ctx, ev)
+			logger.Info("webhook delivery", "tasks", len(ev.Records), "failed", len(resp.BatchItemFailures), "counts", c)
+			if resp.BatchItemFailures == nil {
+				resp.BatchItemFailures = []events.SQSBatchItemFailure{}
+			}
+			return resp, nil
+		case len(inv.Records) == 0 && (inv.Source == "aws.scheduler" || inv.Source == "aws.events" || inv.DetailType == "Scheduled Event"):
+			var res sweepResult
+			if eng == nil {
+				return res, nil
+			}
+			n, err := eng.Sweep(ctx)
+			res.Sweep.Topics = n
+			logger.Info("webhook sweep", "topics", n, "err", err)
+			return res, err
+		}
+		var ev events.SNSEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return nil, fmt.Errorf("sns-ingest: SNS event: %w", err)
+		}
+		sum, err := in.Handle(ctx, ev)
+		return &sum, err
 	}
 }

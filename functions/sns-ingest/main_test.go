@@ -21,9 +21,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/mcpush/mcpush/internal/moto"
 	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/delivery"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 )
@@ -35,7 +38,9 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	moto.Stop()
+	os.Exit(code)
 }
 
 var fixtures = []string{"event.json", "registry.json", "plain-text.json", "duplicate.json", "batch-with-bad-record.json"}
@@ -408,9 +413,19 @@ func TestMainStoreStats(t *testing.T) {
 }
 
 // In Lambda the command serves the Runtime API: a batch that went through
-// is a response carrying the summary; a batch with a rejected record
-// fails the invocation, so that SNS retries it.
+// is a response carrying the summary, and each event's fan-out task is on
+// the delivery queue (moto's SQS); a batch with a rejected record fails
+// the invocation, so that SNS retries it; the schedule's sweep enqueues a
+// fan-out per recent topic; an SQS event of the queue is worked and
+// answered with its batch item failures (a task that is not one fails).
 func TestMainLambda(t *testing.T) {
+	ctx := context.Background()
+	endpoint := moto.Start(t)
+	sqsClient := moto.NewSQSClient(endpoint)
+	queueURL, err := moto.NewQueue(ctx, sqsClient, fmt.Sprintf("delivery-%d", time.Now().UnixNano()), 30)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var invokes [][]byte
 	for _, name := range []string{"event.json", "batch-with-bad-record.json"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
@@ -421,6 +436,11 @@ func TestMainLambda(t *testing.T) {
 	}
 	// The EventBridge Scheduler's invocation of the webhook sweep (template.yaml).
 	invokes = append(invokes, []byte(`{"version":"0","id":"4e0ea7f1-2a2c-4d1f-9b8e-0c0d1e2f3a4b","detail-type":"Scheduled Event","source":"aws.scheduler","account":"123456789012","time":"2026-11-27T03:00:00Z","region":"us-east-1","resources":["arn:aws:scheduler:us-east-1:123456789012:schedule/default/sweep"],"detail":"{}"}`))
+	// A fan-out task and a message that is not a task, as the queue's
+	// event-source mapping delivers them.
+	invokes = append(invokes, []byte(`{"Records":[`+
+		`{"messageId":"t-1","receiptHandle":"r1","body":"{\"k\":\"fanout\",\"t\":\"orders\",\"s\":1}","attributes":{"ApproximateReceiveCount":"1"},"messageAttributes":{},"md5OfBody":"x","eventSource":"aws:sqs","eventSourceARN":"arn:aws:sqs:us-east-1:123456789012:delivery","awsRegion":"us-east-1"},`+
+		`{"messageId":"t-2","receiptHandle":"r2","body":"not a task","attributes":{"ApproximateReceiveCount":"1"},"messageAttributes":{},"md5OfBody":"y","eventSource":"aws:sqs","eventSourceARN":"arn:aws:sqs:us-east-1:123456789012:delivery","awsRegion":"us-east-1"}]}`))
 	type result struct {
 		path string
 		body string
@@ -454,10 +474,12 @@ func TestMainLambda(t *testing.T) {
 
 	db := filepath.Join(t.TempDir(), "mcpush.db")
 	cmd := command(t, db)
-	cmd.Env = append(cmd.Env, "AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(rt.URL, "http://"))
+	cmd.Env = append(cmd.Env, "AWS_LAMBDA_RUNTIME_API="+strings.TrimPrefix(rt.URL, "http://"),
+		"MCPUSH_DELIVERY_QUEUE_URL="+queueURL, "AWS_ENDPOINT_URL_SQS="+endpoint,
+		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test", "AWS_REGION=us-east-1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
@@ -475,11 +497,37 @@ func TestMainLambda(t *testing.T) {
 	for r := range results {
 		got = append(got, r)
 	}
-	if len(got) != 3 {
-		t.Fatalf("results = %+v, want 3\nstderr:\n%s", got, stderr.String())
+	if len(got) != 4 {
+		t.Fatalf("results = %+v, want 4\nstderr:\n%s", got, stderr.String())
 	}
-	if want := (result{"req-2/response", `{"sweep":{"subscriptions":0,"claimed":0,"delivered":0,"abandoned":0,"failed":0}}`}); got[2] != want {
+	if want := (result{"req-2/response", `{"sweep":{"topics":1}}`}); got[2] != want {
 		t.Errorf("the scheduled sweep: %+v, want %+v", got[2], want)
+	}
+	if want := (result{"req-3/response", `{"batchItemFailures":[{"itemIdentifier":"t-2"}]}`}); got[3] != want {
+		t.Errorf("the SQS event: %+v, want %+v\nstderr:\n%s", got[3], want, stderr.String())
+	}
+	// On the queue: the fan-outs of the two events ingested (one in
+	// each batch; the failed batch's other good record is a registry
+	// change) and the sweep's, each a task.
+	var bodies []string
+	for range 10 {
+		out, err := sqsClient.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &queueURL, MaxNumberOfMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			break
+		}
+		for _, m := range out.Messages {
+			task, err := delivery.ParseTask([]byte(*m.Body))
+			if err != nil || task.Kind != delivery.KindFanOut || task.Topic != "orders" {
+				t.Errorf("queue message %q: %+v, %v; want a fan-out of orders", *m.Body, task, err)
+			}
+			bodies = append(bodies, *m.Body)
+		}
+	}
+	if len(bodies) != 3 {
+		t.Errorf("queue holds %d tasks %q, want 3 (2 ingested events, 1 sweep)", len(bodies), bodies)
 	}
 	if want := (result{"req-0/response", `{"accepted":1,"duplicates":0,"rejected":0,"failed":0}`}); got[0] != want {
 		t.Errorf("first invocation: %+v, want %+v", got[0], want)

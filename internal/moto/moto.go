@@ -55,6 +55,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
 // sitecustomize makes moto's transactions cost what they touch rather than
@@ -438,4 +439,26 @@ func (l *lockedWriter) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.String()
+}
+
+// NewSQSClient returns an SQS client for endpoint (moto_server serves SQS
+// beside DynamoDB), with the same static credentials and region as
+// NewClient.
+func NewSQSClient(endpoint string) *sqs.Client {
+	return sqs.New(sqs.Options{
+		Region:       Region,
+		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
+		BaseEndpoint: aws.String(endpoint),
+	})
+}
+
+// NewQueue creates a standard SQS queue named name (a visibility timeout
+// of visibility seconds) and returns its URL.
+func NewQueue(ctx context.Context, client *sqs.Client, name string, visibility int) (string, error) {
+	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name),
+		Attributes: map[string]string{"VisibilityTimeout": strconv.Itoa(visibility)}})
+	if err != nil {
+		return "", err
+	}
+	return aws.ToString(out.QueueUrl), nil
 }

@@ -34,6 +34,9 @@ func readAll(getenv func(string) string) error {
 	if _, err := envconfig.ReadWebhookAllow(getenv); err != nil {
 		return err
 	}
+	if _, err := envconfig.ReadDelivery(getenv); err != nil {
+		return err
+	}
 	if _, err := envconfig.ReadServe(getenv); err != nil {
 		return err
 	}
@@ -78,6 +81,9 @@ func TestBadValues(t *testing.T) {
 		{map[string]string{"MCPUSH_TASK_TIMEOUT": "x"}, `MCPUSH_TASK_TIMEOUT="x": want a duration such as 5s or 10m`},
 		{map[string]string{"MCPUSH_BODY_READ_TIMEOUT": "x"}, `MCPUSH_BODY_READ_TIMEOUT="x": want a duration such as 5s or 10m`},
 		{map[string]string{"MCPUSH_WEBHOOK_SWEEP": "x"}, `MCPUSH_WEBHOOK_SWEEP="x": want a duration such as 5s or 10m`},
+		{map[string]string{"MCPUSH_DELIVERY_QUEUE_URL": "mcpush-delivery"}, `MCPUSH_DELIVERY_QUEUE_URL="mcpush-delivery": want an SQS queue URL such as https://sqs.us-east-1.amazonaws.com/123456789012/mcpush-delivery`},
+		{map[string]string{"MCPUSH_WEBHOOK_WORKERS": "0"}, `MCPUSH_WEBHOOK_WORKERS="0": want a positive integer`},
+		{map[string]string{"MCPUSH_WEBHOOK_PER_ORIGIN": "-2"}, `MCPUSH_WEBHOOK_PER_ORIGIN="-2": want a positive integer`},
 		// Limits.
 		{map[string]string{"MCPUSH_MAX_INFLIGHT": "0"}, `MCPUSH_MAX_INFLIGHT="0": want a positive integer`},
 		{map[string]string{"MCPUSH_MAX_SUBSCRIPTIONS": "-3"}, `MCPUSH_MAX_SUBSCRIPTIONS="-3": want a positive integer`},

@@ -73,6 +73,10 @@ type WebhookRetry struct {
 	FirstAt   time.Time // the first attempt
 	NextAt    time.Time // not before then
 	Abandoned int       // events abandoned since the last accepted delivery
+	// Gap, when not 0, is the Seq up to which events were abandoned and
+	// a gap envelope is owed to the receiver: it is POSTed (with a cursor
+	// at Gap) before the next event.
+	Gap int64
 }
 
 // WebhookStatus is the delivery status of a subscription.
@@ -108,6 +112,7 @@ type webhookBody struct {
 	RFirst    int64           `json:"rf,omitempty"`
 	RNext     int64           `json:"rn,omitempty"`
 	RAband    int             `json:"rb,omitempty"`
+	RGap      int64           `json:"rg,omitempty"`
 	Suspended bool            `json:"su,omitempty"`
 	LastAt    int64           `json:"ld,omitempty"`
 	LastError string          `json:"le,omitempty"`
@@ -129,7 +134,7 @@ func CheckWebhook(w *WebhookSubscription) ([]byte, error) {
 		Principal: w.Principal, Name: w.Name, URL: w.URL, Arguments: w.Arguments, Secrets: w.Secrets,
 		CreatedAt: UnixNanos(w.CreatedAt), UpdatedAt: UnixNanos(w.UpdatedAt), ExpiresAt: UnixNanos(w.ExpiresAt),
 		Verified: w.Verified, Watermark: w.Watermark, Lease: UnixNanos(w.LeaseUntil),
-		RSeq: w.Retry.Seq, RAttempts: w.Retry.Attempts, RFirst: UnixNanos(w.Retry.FirstAt), RNext: UnixNanos(w.Retry.NextAt), RAband: w.Retry.Abandoned,
+		RSeq: w.Retry.Seq, RAttempts: w.Retry.Attempts, RFirst: UnixNanos(w.Retry.FirstAt), RNext: UnixNanos(w.Retry.NextAt), RAband: w.Retry.Abandoned, RGap: w.Retry.Gap,
 		Suspended: w.Status.Suspended, LastAt: UnixNanos(w.Status.LastDeliveryAt), LastError: w.Status.LastError, FailedAt: UnixNanos(w.Status.FailedSince),
 	})
 	if err != nil {
@@ -152,7 +157,7 @@ func DecodeWebhook(topic, id string, version int64, b []byte) (*WebhookSubscript
 		Principal: body.Principal, Name: body.Name, URL: body.URL, Arguments: body.Arguments, Secrets: body.Secrets,
 		CreatedAt: FromUnixNanos(body.CreatedAt), UpdatedAt: FromUnixNanos(body.UpdatedAt), ExpiresAt: FromUnixNanos(body.ExpiresAt),
 		Verified: body.Verified, Watermark: body.Watermark, LeaseUntil: FromUnixNanos(body.Lease),
-		Retry:  WebhookRetry{Seq: body.RSeq, Attempts: body.RAttempts, FirstAt: FromUnixNanos(body.RFirst), NextAt: FromUnixNanos(body.RNext), Abandoned: body.RAband},
+		Retry:  WebhookRetry{Seq: body.RSeq, Attempts: body.RAttempts, FirstAt: FromUnixNanos(body.RFirst), NextAt: FromUnixNanos(body.RNext), Abandoned: body.RAband, Gap: body.RGap},
 		Status: WebhookStatus{Suspended: body.Suspended, LastDeliveryAt: FromUnixNanos(body.LastAt), LastError: body.LastError, FailedSince: FromUnixNanos(body.FailedAt)},
 	}, nil
 }

@@ -55,15 +55,16 @@ func TestRetryNext(t *testing.T) {
 			break
 		}
 		got = append(got, next.Sub(now))
-		now = next.Add(5 * time.Second) // the attempt took 5 s
+		now = next.Add(time.Second) // the attempt took 1 s
 	}
-	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute}
-	if len(got) != len(want) {
-		t.Fatalf("delays %v, want %v", got, want)
+	// The default schedule: each delay of DefaultDelays, stretched by up
+	// to a tenth; all within the 15 min window.
+	if len(got) != len(DefaultDelays) || r.MaxAttempts() != len(DefaultDelays)+1 {
+		t.Fatalf("delays %v, want %d of them (MaxAttempts %d)", got, len(DefaultDelays), r.MaxAttempts())
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("delay %d: %v, want %v", i+1, got[i], want[i])
+	for i, want := range DefaultDelays {
+		if got[i] < want || got[i] >= want+want/10 {
+			t.Errorf("delay %d: %v, want [%v, %v)", i+1, got[i], want, want+want/10)
 		}
 	}
 	// The window: no attempt starts more than Window after the first.
@@ -82,4 +83,39 @@ func TestRetryNext(t *testing.T) {
 			t.Fatalf("Next(40) delay %v %v", d, ok)
 		}
 	}
+	// An explicit list: exactly its delays (Jitter set), then give up.
+	r = Retry{Delays: []time.Duration{time.Second, 2 * time.Second}, Jitter: 1}
+	if next, ok := r.Next(2, t0, t0); !ok || next != t0.Add(2*time.Second) {
+		t.Errorf("Delays Next(2) = %v %v", next, ok)
+	}
+	if _, ok := r.Next(3, t0, t0); ok || r.MaxAttempts() != 3 {
+		t.Errorf("Delays Next(3) retries; MaxAttempts %d", r.MaxAttempts())
+	}
+}
+
+// TestRetryRecovery: under the default schedule, a receiver that fails
+// from the first attempt for any outage of up to 30 s (in 100 ms steps,
+// each with fresh jitter) is attempted again at most 35 s after it is
+// back: issue 33's target for a backlog after recovery.
+func TestRetryRecovery(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	var r Retry
+	worst := time.Duration(0)
+	for outage := time.Duration(0); outage <= 30*time.Second; outage += 100 * time.Millisecond {
+		for range 20 {
+			at, attempt := t0, 1
+			for at.Sub(t0) < outage {
+				next, ok := r.Next(attempt, t0, at)
+				if !ok {
+					t.Fatalf("outage %v: given up after %d attempts", outage, attempt)
+				}
+				at, attempt = next, attempt+1
+			}
+			worst = max(worst, at.Sub(t0)-outage)
+		}
+	}
+	if worst > 35*time.Second {
+		t.Errorf("an attempt came %v after the receiver was back, want at most 35 s", worst)
+	}
+	t.Logf("worst wait after recovery: %v", worst)
 }

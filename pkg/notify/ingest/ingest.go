@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/delivery"
 )
 
 // Options configure an Ingester. A nil *Options means the defaults.
@@ -31,9 +32,11 @@ type Options struct {
 	// subscribed sessions one event's fan-out appends to at a time
 	// (Store.AppendEach). Default: DefaultFanOutConcurrency.
 	FanOutConcurrency int
-	// Webhooks, if set, delivers every event to the webhook
-	// subscriptions of its topic right after its fan-out.
-	Webhooks *Webhooks
+	// Delivery, if set, takes a fan-out task (delivery.FanOut) for
+	// every event appended: the hand-off to webhook delivery, which runs
+	// elsewhere (package delivery). Nil: the event waits in its topic's
+	// log for a delivery Pool that watches the store (the local server).
+	Delivery delivery.Queue
 }
 
 // DefaultFanOutConcurrency is the default Options.FanOutConcurrency. On
@@ -64,7 +67,7 @@ type Ingester struct {
 	now         func() time.Time
 	tools       []string
 	concurrency int
-	webhooks    *Webhooks
+	delivery    delivery.Queue
 }
 
 // New returns an Ingester that writes to store.
@@ -72,7 +75,7 @@ func New(store Store, opts *Options) *Ingester {
 	if opts == nil {
 		opts = &Options{}
 	}
-	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now, tools: opts.Tools, concurrency: opts.FanOutConcurrency, webhooks: opts.Webhooks}
+	in := &Ingester{store: store, logger: opts.Logger, now: opts.Now, tools: opts.Tools, concurrency: opts.FanOutConcurrency, delivery: opts.Delivery}
 	if in.tools == nil {
 		in.tools = BuiltinTools
 	}
@@ -264,13 +267,12 @@ func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup, con
 		if err != nil {
 			return false, conflict, err
 		}
-		if in.webhooks != nil {
+		if in.delivery != nil {
+			// Accepting is not delivering: the hand-off is one task.
 			// Not a failure of the record when it fails: the event is in
-			// the log, the outbox, and the sweeper delivers what is left.
-			c, err := in.webhooks.Deliver(ctx, &ev)
-			attrs = append(attrs, slog.Int64("webhooks", c.Subscriptions), slog.Int64("webhooksDelivered", c.Delivered))
-			if err != nil {
-				attrs = append(attrs, slog.String("webhookErr", err.Error()))
+			// the log, the outbox, and the sweep enqueues it.
+			if err := in.delivery.Enqueue(ctx, delivery.FanOut(&ev)); err != nil {
+				attrs = append(attrs, slog.String("deliveryErr", err.Error()))
 			}
 		}
 		in.logger.LogAttrs(ctx, slog.LevelInfo, "event stored", attrs...)

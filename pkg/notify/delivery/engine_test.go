@@ -1,4 +1,4 @@
-package ingest
+package delivery
 
 import (
 	"context"
@@ -116,7 +116,7 @@ func TestWebhookDelivery(t *testing.T) {
 
 			keys := [][]byte{[]byte("ingest-webhook-state-key-0123456789ab")}
 			sealer, _ := notify.NewSealer(keys, notify.WebhookSealLabel)
-			ws := st.(WebhookStore)
+			ws := st.(Store)
 			types := map[string]json.RawMessage{}
 			for _, e := range []notify.EventItem{{Name: "order.created", Topic: "orders"}, {Name: "order.any", Topic: "orders"}} {
 				types[e.Name], _ = json.Marshal(e.WithDefaults())
@@ -156,20 +156,16 @@ func TestWebhookDelivery(t *testing.T) {
 				}
 				return out, nil
 			}
-			wh, err := NewWebhooks(WebhookOptions{
-				Store: ws, Sender: webhook.NewSender(webhook.Policy{Allow: allow}), Sealer: sealer, CursorKey: keys[0],
-				EventTypes: eventTypes, Retry: webhook.Retry{Base: 50 * time.Millisecond, Max: 100 * time.Millisecond, Window: time.Minute},
+			q := &memQueue{}
+			wh, err := New(Options{
+				Store: ws, Queue: q, Sender: webhook.NewSender(webhook.Policy{Allow: allow}), Sealer: sealer, CursorKey: keys[0],
+				EventTypes: eventTypes, TypesTTL: -1, Retry: webhook.Retry{Base: 50 * time.Millisecond, Max: 100 * time.Millisecond, Window: time.Minute},
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			in := New(st, &Options{Webhooks: wh})
-			if _, err := in.Handle(ctx, snsEvent(
-				record("m1", ordersARN, `{"type":"event","topic":"orders","data":{"severity":"P1","n":1}}`),
-				record("m2", ordersARN, `{"type":"event","topic":"orders","data":{"severity":"P2","n":2}}`),
-			)); err != nil {
-				t.Fatal(err)
-			}
+			publish(t, st, q, "m1", `{"severity":"P1","n":1}`, "m2", `{"severity":"P2","n":2}`)
+			q.drain(ctx, t, wh)
 			if got, want := log.ids("sub_p1"), []string{`{"severity":"P1","n":1}`}; fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("sub_p1 got %v, want %v", got, want)
 			}
@@ -210,6 +206,7 @@ func TestWebhookDelivery(t *testing.T) {
 				if _, err := wh.Sweep(ctx); err != nil {
 					t.Fatal(err)
 				}
+				q.drain(ctx, t, wh)
 				if r, _ := ws.GetWebhook(ctx, "orders", "sub_flaky"); r.Watermark == ev.Seq+1 {
 					break
 				}
@@ -218,11 +215,12 @@ func TestWebhookDelivery(t *testing.T) {
 					t.Fatalf("flaky never caught up: %+v %+v", r.Retry, r.Status)
 				}
 			}
-			if got, want := log.ids("sub_p1"), []string{`{"severity":"P1","n":1}`, `{"severity":"P1","n":3}`}; fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("sub_p1 after the sweep got %v, want %v (not the 300 KiB event)", got, want)
+			// The 300 KiB event is abandoned: a gap envelope in its place.
+			if got, want := log.ids("sub_p1"), []string{`{"severity":"P1","n":1}`, "control:gap", `{"severity":"P1","n":3}`}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("sub_p1 after the sweep got %v, want %v (a gap, not the 300 KiB event)", got, want)
 			}
-			if got := log.ids("sub_flaky"); len(got) != 3 {
-				t.Errorf("sub_flaky got %v, want m1, m2, m3 once each", got)
+			if got := log.ids("sub_flaky"); len(got) != 4 {
+				t.Errorf("sub_flaky got %v, want m1, m2, a gap, m3 once each", got)
 			}
 			for _, id := range []string{"sub_p1", "sub_all", "sub_gone", "sub_flaky"} {
 				r, _ := ws.GetWebhook(ctx, "orders", id)
@@ -230,9 +228,10 @@ func TestWebhookDelivery(t *testing.T) {
 					t.Errorf("%s: watermark %d, retry %+v, lease %v; want %d, none, none", id, r.Watermark, r.Retry, r.LeaseUntil, ev.Seq+1)
 				}
 			}
-			// Requests since: m3 to p1, all, gone, flaky (+ flaky's 503 retry and its m1, m2) — never the big one.
-			if n := log.requests.Load() - before; n > 7 {
-				t.Errorf("%d POSTs during the sweeps, want at most 7 (the 300 KiB event is never sent)", n)
+			// Requests since: a gap and m3 to p1, all, gone, flaky (+ flaky's
+			// 503 retry and its m1, m2) — never the big one.
+			if n := log.requests.Load() - before; n > 11 {
+				t.Errorf("%d POSTs during the sweeps, want at most 11 (the 300 KiB event is never sent)", n)
 			}
 
 			// Two ingests racing on one event: one accepted delivery per subscription.
@@ -242,14 +241,18 @@ func TestWebhookDelivery(t *testing.T) {
 			}
 			var wg sync.WaitGroup
 			for range 4 {
-				wg.Go(func() { wh.Deliver(ctx, &ev4) })
+				wg.Go(func() {
+					wh.Handle(ctx, FanOut(&ev4))
+					q.drain(ctx, t, wh)
+				})
 			}
 			wg.Wait()
 			wh.Sweep(ctx)
-			if got := log.ids("sub_p1"); len(got) != 3 {
+			q.drain(ctx, t, wh)
+			if got := log.ids("sub_p1"); len(got) != 4 {
 				t.Errorf("sub_p1 after racing ingests: %v, want m4 once more", got)
 			}
-			if got := log.ids("sub_all"); len(got) != 4 {
+			if got := log.ids("sub_all"); len(got) != 5 {
 				t.Errorf("sub_all after racing ingests: %v, want m4 once more", got)
 			}
 
@@ -262,6 +265,7 @@ func TestWebhookDelivery(t *testing.T) {
 				t.Fatal(err)
 			}
 			wh.Sweep(ctx)
+			q.drain(ctx, t, wh)
 			if got := log.ids("sub_all"); got[len(got)-1] != "control:terminated" {
 				t.Errorf("sub_all after its type was removed: %v, want a terminated envelope last", got)
 			}
@@ -274,7 +278,8 @@ func TestWebhookDelivery(t *testing.T) {
 
 // TestWebhookRetriesAndSuspension (SQLite): against a receiver that
 // always answers 503, an event is retried until webhook.Retry's attempts
-// run out and then abandoned (the watermark moves past it); after
+// run out and then abandoned (the watermark moves past it, and a gap
+// envelope is owed); after
 // SuspendAfter of failures a subscription with an expiry is suspended
 // (and then left alone by deliveries and sweeps), and one without expiry
 // is ended: a terminated envelope is attempted and its record deleted.
@@ -294,7 +299,7 @@ func TestWebhookRetriesAndSuspension(t *testing.T) {
 	allow, _ := webhook.ParseAllow(srv.URL)
 	keys := [][]byte{[]byte("ingest-suspend-state-key-0123456789ab")}
 	sealer, _ := notify.NewSealer(keys, notify.WebhookSealLabel)
-	ws := st.(WebhookStore)
+	ws := st.(Store)
 	creator := st.(interface {
 		CreateWebhook(context.Context, *notify.WebhookSubscription, int) error
 	})
@@ -309,7 +314,8 @@ func TestWebhookRetriesAndSuspension(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wh, err := NewWebhooks(WebhookOptions{Store: ws, Sender: webhook.NewSender(webhook.Policy{Allow: allow}), Sealer: sealer, CursorKey: keys[0],
+	q := &memQueue{}
+	wh, err := New(Options{Store: ws, Queue: q, Sender: webhook.NewSender(webhook.Policy{Allow: allow}), Sealer: sealer, CursorKey: keys[0],
 		Retry: webhook.Retry{Attempts: 2, Base: 10 * time.Millisecond, Max: 10 * time.Millisecond, Window: time.Minute}, SuspendAfter: 400 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -318,19 +324,22 @@ func TestWebhookRetriesAndSuspension(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wh.Deliver(ctx, &ev)
+	q.Enqueue(ctx, FanOut(&ev))
+	q.drain(ctx, t, wh)
 	time.Sleep(20 * time.Millisecond)
-	wh.Sweep(ctx) // the second and last attempt: abandoned
+	wh.Sweep(ctx) // the second and last attempt: abandoned; the gap owed is tried at once (and fails)
+	q.drain(ctx, t, wh)
 	for _, id := range []string{"sub_ttl", "sub_forever"} {
 		w, err := ws.GetWebhook(ctx, "orders", id)
-		if err != nil || w.Watermark != 1 || w.Retry.Seq != 0 || w.Retry.Abandoned != 1 || w.Status.LastError != webhook.CategoryHTTP5xx || w.Status.Suspended {
-			t.Fatalf("%s after 2 failed attempts: %+v, %v; want the event abandoned, not suspended", id, w, err)
+		if err != nil || w.Watermark != 1 || w.Retry.Gap != 1 || w.Retry.Seq != 2 || w.Retry.Abandoned != 1 || w.Status.LastError != webhook.CategoryHTTP5xx || w.Status.Suspended {
+			t.Fatalf("%s after 2 failed attempts: %+v, %v; want the event abandoned with a gap owed, not suspended", id, w, err)
 		}
 	}
 	// Failures go on past SuspendAfter.
 	time.Sleep(450 * time.Millisecond)
 	ev2, _, _ := st.AppendTopicEvent(ctx, "orders", "m2", time.Now(), json.RawMessage(`{"n":2}`))
-	wh.Deliver(ctx, &ev2)
+	wh.Handle(ctx, FanOut(&ev2))
+	q.drain(ctx, t, wh)
 	w, err := ws.GetWebhook(ctx, "orders", "sub_ttl")
 	if err != nil || !w.Status.Suspended || w.Watermark != 1 || w.Retry.Seq != 2 {
 		t.Fatalf("sub_ttl after %v of failures: %+v, %v; want suspended with m2 pending", 450*time.Millisecond, w, err)
@@ -343,8 +352,9 @@ func TestWebhookRetriesAndSuspension(t *testing.T) {
 	}
 	n := posts.Load()
 	ev3, _, _ := st.AppendTopicEvent(ctx, "orders", "m3", time.Now(), json.RawMessage(`{"n":3}`))
-	wh.Deliver(ctx, &ev3)
+	wh.Handle(ctx, FanOut(&ev3))
 	wh.Sweep(ctx)
+	q.drain(ctx, t, wh)
 	if posts.Load() != n {
 		t.Errorf("%d POSTs to a suspended subscription", posts.Load()-n)
 	}

@@ -1,0 +1,496 @@
+package delivery
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/eventcursor"
+	"github.com/mcpush/mcpush/pkg/webhook"
+)
+
+// claim is one subscription task's hold on a subscription.
+type claim struct {
+	e       *Engine
+	w       *notify.WebhookSubscription
+	log     *slog.Logger
+	secrets []webhook.Secret
+	unsaved int  // attempts since the record was last written
+	stopped bool // the task ran out of time (ctx, its deadline) with work left
+}
+
+// deliver runs a subscription task: claim, deliver in order, release.
+func (e *Engine) deliver(ctx context.Context, t Task, c *Counts) error {
+	w := t.sub
+	if w == nil {
+		var err error
+		if w, err = e.o.Store.GetWebhook(ctx, t.Topic, t.ID); err != nil {
+			if errors.Is(err, notify.ErrNotFound) {
+				return nil // unsubscribed or expired
+			}
+			return err
+		}
+	}
+	now := e.o.Now()
+	if !due(w, t.Seq, now) {
+		return nil
+	}
+	if w.LeaseUntil.After(now) {
+		// Another process delivers to it. It may have read the log
+		// before this task's event was appended: look again when its
+		// lease ends.
+		return e.again(ctx, t, w.LeaseUntil.Sub(now)+100*time.Millisecond)
+	}
+	// The destination first: a busy origin puts the task back before it
+	// claims anything (no store write).
+	slot, ok := e.origins.acquire(w.URL)
+	if !ok {
+		c.Deferred++
+		t.Defer++
+		return e.again(ctx, t, deferDelay(t.Defer))
+	}
+	defer slot.release()
+
+	cl := &claim{e: e, w: w, log: e.o.Logger.With("subscription", w.ID, "topic", w.Topic)}
+	if ok, err := cl.take(ctx, t.sub != nil); !ok {
+		return err
+	}
+	c.Claimed++
+	more, err := cl.run(ctx, t, slot, c)
+	if err != nil {
+		cl.log.WarnContext(ctx, "webhook delivery stopped", "err", err)
+	}
+	if cl.w == nil {
+		return nil // ended (terminated) or claim lost
+	}
+	cl.release(ctx)
+	if cl.w == nil {
+		return nil // ended by its release (suspended without expiry)
+	}
+	t.sub, t.event, t.Defer = nil, nil, 0
+	switch {
+	case err != nil:
+		return e.again(ctx, t, time.Second)
+	case more || cl.stopped:
+		return e.again(ctx, t, 0)
+	case (cl.w.Retry.Seq != 0 || cl.w.Retry.Gap != 0) && !cl.w.Status.Suspended:
+		return e.again(ctx, t, max(0, cl.w.Retry.NextAt.Sub(e.o.Now())))
+	}
+	return nil // done, or suspended until a refresh reactivates it
+}
+
+// again enqueues t after delay.
+func (e *Engine) again(ctx context.Context, t Task, delay time.Duration) error {
+	t.Delay = min(delay, MaxDelay)
+	return e.o.Queue.Enqueue(ctx, t)
+}
+
+// deferDelay is the delay of a task put back for the n-th time because
+// its origin was busy: 200 ms, doubled each time, at most 10 s.
+func deferDelay(n int) time.Duration {
+	d := 200 * time.Millisecond
+	for i := 1; i < n && d < 10*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Second)
+}
+
+// take claims the subscription: a conditional write of its lease. A
+// stale hint (the fan-out's read) is read again once. False when another
+// process has it or it is gone.
+func (cl *claim) take(ctx context.Context, hinted bool) (bool, error) {
+	e := cl.e
+	for {
+		cl.w.LeaseUntil = e.o.Now().Add(e.o.Lease)
+		err := e.o.Store.UpdateWebhook(ctx, cl.w)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, notify.ErrNotFound):
+			return false, nil
+		case !isConflict(err):
+			return false, err
+		case !hinted:
+			return false, nil // another process has it
+		}
+		hinted = false
+		fresh, err := e.o.Store.GetWebhook(ctx, cl.w.Topic, cl.w.ID)
+		if err != nil {
+			if errors.Is(err, notify.ErrNotFound) {
+				return false, nil
+			}
+			return false, err
+		}
+		now := e.o.Now()
+		if !due(fresh, 0, now) || fresh.LeaseUntil.After(now) {
+			return false, nil
+		}
+		cl.w = fresh
+	}
+}
+
+// run delivers what follows the watermark, in order; more reports that
+// the batch bound stopped it with events left.
+func (cl *claim) run(ctx context.Context, t Task, slot *slot, c *Counts) (more bool, err error) {
+	e, w := cl.e, cl.w
+	now := e.o.Now()
+	sec, err := w.OpenSecrets(e.o.Sealer)
+	if err == nil {
+		cl.secrets, err = parseSecrets(sec, now)
+	}
+	if err != nil {
+		cl.log.ErrorContext(ctx, "webhook secrets do not open (were the state keys changed without keeping the old one?)", "err", err)
+		return false, nil
+	}
+	if e.o.EventTypes != nil {
+		types, err := e.types(ctx)
+		if err != nil {
+			return false, err
+		}
+		if it := types[w.Name]; it == nil || it.Topic != w.Topic || !it.Supports(notify.DeliveryWebhook) {
+			cl.terminate(ctx, "the event type was removed or no longer offers webhook delivery")
+			return false, nil
+		}
+	}
+	var filters map[string]json.RawMessage
+	if len(w.Arguments) > 0 {
+		if err := json.Unmarshal(w.Arguments, &filters); err != nil {
+			cl.log.ErrorContext(ctx, "webhook arguments", "err", err)
+		}
+	}
+	hint := t.event
+	sent := 0
+	for {
+		if ctx.Err() != nil || draining(ctx) {
+			cl.stopped = true
+			return false, nil
+		}
+		if w.Retry.Gap != 0 {
+			if !cl.check(ctx) {
+				return false, nil
+			}
+			if !cl.sendGap(ctx, slot, c) {
+				return false, nil
+			}
+		}
+		var evs []notify.TopicEvent
+		if hint != nil && hint.Data != nil && hint.Seq == w.Watermark+1 {
+			evs = []notify.TopicEvent{*hint}
+		} else if evs, err = e.o.Store.ReadTopicEvents(ctx, w.Topic, w.Watermark, readBatch); err != nil {
+			return false, fmt.Errorf("reading the topic log: %w", err)
+		}
+		hint = nil // from now on, the log
+		if len(evs) == 0 {
+			return false, nil
+		}
+		if evs[0].Seq > w.Watermark+1 {
+			// What followed the watermark left the log (its TTL).
+			w.Retry.Gap = evs[0].Seq - 1
+			w.Watermark = evs[0].Seq - 1
+			continue
+		}
+		for i := range evs {
+			ev := &evs[i]
+			if !eventcursor.Matches(filters, ev.Data) {
+				w.Watermark = ev.Seq
+				continue
+			}
+			if sent >= e.o.MaxBatch {
+				return true, nil
+			}
+			if !cl.check(ctx) {
+				return false, nil
+			}
+			sent++
+			if !cl.attempt(ctx, ev, slot, c) || w.Retry.Gap != 0 {
+				if w.Retry.Gap != 0 && w.Retry.Seq == 0 {
+					break // the gap envelope goes first
+				}
+				return false, nil
+			}
+		}
+		if len(evs) < readBatch && w.Retry.Gap == 0 {
+			// The end of the log. An event appended after this read
+			// finds the claim held; its task looks again at the
+			// lease's end (or, in a Pool, as soon as this task ends).
+			return false, nil
+		}
+	}
+}
+
+// check keeps the claim ahead of the next attempt: false when it cannot
+// (the claim was lost, or the invocation ends before an attempt could).
+func (cl *claim) check(ctx context.Context) bool {
+	e := cl.e
+	now := e.o.Now()
+	if d, ok := ctx.Deadline(); (ok && d.Sub(now) < e.timeout+time.Second) || ctx.Err() != nil || draining(ctx) {
+		cl.stopped = true
+		return false
+	}
+	if cl.w.LeaseUntil.Sub(now) >= e.timeout+leaseMargin && cl.unsaved < maxUnsaved {
+		return true
+	}
+	return cl.renew(ctx)
+}
+
+// renew extends the lease and records the delivery state so far. A
+// refresh that changed the record meanwhile keeps the claim (its lease is
+// still this claim's): the state is merged into the fresh record.
+func (cl *claim) renew(ctx context.Context) bool {
+	e := cl.e
+	ours := cl.w.LeaseUntil
+	cl.w.LeaseUntil = e.o.Now().Add(e.o.Lease)
+	for range 3 {
+		err := e.o.Store.UpdateWebhook(ctx, cl.w)
+		if err == nil {
+			cl.unsaved = 0
+			return true
+		}
+		if !isConflict(err) {
+			if !errors.Is(err, notify.ErrNotFound) {
+				cl.log.WarnContext(ctx, "webhook claim renewal failed (the lease lapses)", "err", err)
+			}
+			cl.w = nil
+			return false
+		}
+		fresh, err := e.o.Store.GetWebhook(ctx, cl.w.Topic, cl.w.ID)
+		if err != nil || !fresh.LeaseUntil.Equal(ours) {
+			cl.log.WarnContext(ctx, "webhook claim lost", "err", err)
+			cl.w = nil
+			return false
+		}
+		cl.w = merge(fresh, cl.w)
+		cl.w.LeaseUntil = e.o.Now().Add(e.o.Lease)
+	}
+	cl.w = nil
+	return false
+}
+
+// attempt POSTs ev once and records the outcome; false when the event
+// waits for a retry (the later ones wait behind it).
+func (cl *claim) attempt(ctx context.Context, ev *notify.TopicEvent, slot *slot, c *Counts) bool {
+	e, w := cl.e, cl.w
+	id := eventcursor.EventID(w.Name, ev.MessageID)
+	cursor := eventcursor.Sign(e.o.CursorKey, eventcursor.Cursor{Name: w.Name, Topic: w.Topic, Seq: ev.Seq})
+	body, err := webhook.EventBody(id, w.Name, ev.ReceivedAt, eventcursor.ObjectData(ev.Data), cursor)
+	out := webhook.Outcome{Category: webhook.CategoryInvalidMessage, Err: err}
+	if err == nil {
+		out = e.o.Sender.Send(ctx, webhook.Message{ID: id, SubscriptionID: w.ID, URL: w.URL, Body: body, Secrets: cl.secrets})
+	}
+	cl.unsaved++
+	slot.done(out.OK())
+	now := e.o.Now()
+	if out.OK() {
+		c.Delivered++
+		w.Watermark = ev.Seq
+		w.Retry = notify.WebhookRetry{Gap: w.Retry.Gap}
+		w.Status = notify.WebhookStatus{LastDeliveryAt: now}
+		return true
+	}
+	if ctx.Err() != nil {
+		return false // interrupted (shutdown, deadline): not the receiver's failure
+	}
+	refused := policyRefusal(out)
+	if refused {
+		c.Refused++
+		cl.log.ErrorContext(ctx, "webhook delivery refused by this process's webhook policy: the callback's origin is not https or resolves to an address that is not globally routable; if it is a local receiver, set "+webhook.AllowEnv+" on every process that delivers (the server and sns-ingest)",
+			"eventId", id, "category", out.Category, "err", out.Err)
+	} else {
+		cl.log.InfoContext(ctx, "webhook delivery failed", "eventId", id, "status", out.Status, "category", out.Category, "retry", out.Retry, "err", out.Err)
+	}
+	if !out.Retry && !refused {
+		// 410 (the receiver refuses this event for good: no gap), 413
+		// or a body over 256 KiB (a gap is owed).
+		if out.Status != 410 {
+			w.Status.LastError = out.Category
+			w.Retry.Gap = ev.Seq
+		}
+		c.Abandoned++
+		w.Watermark = ev.Seq
+		w.Retry = notify.WebhookRetry{Abandoned: w.Retry.Abandoned + 1, Gap: w.Retry.Gap}
+		return true
+	}
+	if cl.failed(ev.Seq, out.Category, now, c) {
+		w.Watermark = ev.Seq
+		return true
+	}
+	return false
+}
+
+// failed records a failed attempt at seq (an event, or the gap envelope
+// owed before it); false while it waits for a retry, true when it was
+// abandoned (the caller moves the watermark).
+func (cl *claim) failed(seq int64, category string, now time.Time, c *Counts) bool {
+	e, w := cl.e, cl.w
+	w.Status.LastError = category
+	if w.Status.FailedSince.IsZero() {
+		w.Status.FailedSince = now
+	}
+	if now.Sub(w.Status.FailedSince) >= e.o.SuspendAfter {
+		w.Status.Suspended = true
+	}
+	if w.Retry.Seq != seq {
+		w.Retry = notify.WebhookRetry{Seq: seq, FirstAt: now, Abandoned: w.Retry.Abandoned, Gap: w.Retry.Gap}
+	}
+	w.Retry.Attempts++
+	if w.Status.Suspended {
+		// Pending while suspended: retried, its window afresh, after a
+		// refresh reactivates the subscription.
+		w.Retry.NextAt = now
+		c.Failed++
+		return false
+	}
+	if next, again := e.o.Retry.Next(w.Retry.Attempts, w.Retry.FirstAt, now); again {
+		w.Retry.NextAt = next
+		c.Failed++
+		return false
+	}
+	c.Abandoned++
+	w.Retry = notify.WebhookRetry{Abandoned: w.Retry.Abandoned + 1, Gap: max(w.Retry.Gap, seq)}
+	return true
+}
+
+// sendGap POSTs the gap envelope owed (a cursor at Retry.Gap); false when
+// it waits for a retry.
+func (cl *claim) sendGap(ctx context.Context, slot *slot, c *Counts) bool {
+	e, w := cl.e, cl.w
+	body, err := webhook.GapBody(eventcursor.Sign(e.o.CursorKey, eventcursor.Cursor{Name: w.Name, Topic: w.Topic, Seq: w.Retry.Gap}))
+	if err != nil {
+		w.Retry.Gap = 0
+		return true
+	}
+	out := e.o.Sender.Send(ctx, webhook.Message{ID: webhook.ControlID(webhook.ControlGap), SubscriptionID: w.ID, URL: w.URL, Body: body, Secrets: cl.secrets})
+	cl.unsaved++
+	slot.done(out.OK())
+	cl.log.InfoContext(ctx, "webhook gap", "to", w.Retry.Gap, "status", out.Status, "category", out.Category)
+	if out.OK() || (!out.Retry && !policyRefusal(out)) {
+		if out.OK() {
+			c.Gaps++
+		}
+		w.Retry.Gap = 0
+		if w.Retry.Seq == 0 {
+			w.Retry = notify.WebhookRetry{Abandoned: w.Retry.Abandoned}
+		}
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	// Retried on the schedule of the event after it (its Seq marks the
+	// gap's own attempts: the watermark's successor).
+	if cl.failed(w.Watermark+1, out.Category, e.o.Now(), c) {
+		// Given up: the gap too (it would report an older loss).
+		w.Retry.Gap = 0
+	}
+	return w.Retry.Seq == 0
+}
+
+// release writes the delivery state and drops the lease. When the record
+// changed meanwhile (a refresh), the state is merged into the fresh one.
+func (cl *claim) release(ctx context.Context) {
+	e, w := cl.e, cl.w
+	// A release is due even when ctx ended (a shutdown): without it the
+	// lease only lapses.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if w.Status.Suspended && w.ExpiresAt.IsZero() {
+		cl.terminate(ctx, "delivery failed for over "+e.o.SuspendAfter.String())
+		return
+	}
+	w.LeaseUntil = time.Time{}
+	defer func() { cl.w = w }()
+	for range 5 {
+		err := e.o.Store.UpdateWebhook(ctx, w)
+		if err == nil || errors.Is(err, notify.ErrNotFound) {
+			return
+		}
+		if !isConflict(err) {
+			cl.log.WarnContext(ctx, "webhook release failed (the lease lapses)", "err", err)
+			return
+		}
+		fresh, err := e.o.Store.GetWebhook(ctx, w.Topic, w.ID)
+		if err != nil {
+			return
+		}
+		w = merge(fresh, w)
+		w.LeaseUntil = time.Time{}
+	}
+}
+
+// merge returns fresh (a record a refresh rewrote: secrets, expiry,
+// suspension) with the delivery state of mine.
+func merge(fresh, mine *notify.WebhookSubscription) *notify.WebhookSubscription {
+	suspended := mine.Status.Suspended && fresh.Status.Suspended == mine.Status.Suspended && !fresh.UpdatedAt.After(mine.UpdatedAt)
+	fresh.Watermark = max(fresh.Watermark, mine.Watermark)
+	fresh.Retry, fresh.Status = mine.Retry, mine.Status
+	fresh.Status.Suspended = suspended
+	fresh.LeaseUntil = mine.LeaseUntil
+	return fresh
+}
+
+// terminate ends the subscription: a signed terminated envelope, best
+// effort, and the record deleted.
+func (cl *claim) terminate(ctx context.Context, reason string) {
+	e, w := cl.e, cl.w
+	body, err := webhook.TerminatedBody(-32023, "NotFound", map[string]string{"reason": reason})
+	if err == nil && cl.secrets != nil {
+		out := e.o.Sender.Send(ctx, webhook.Message{ID: webhook.ControlID(webhook.ControlTerminated), SubscriptionID: w.ID, URL: w.URL, Body: body, Secrets: cl.secrets})
+		cl.log.InfoContext(ctx, "webhook subscription terminated", "reason", reason, "envelopeStatus", out.Status, "category", out.Category)
+	}
+	if err := e.o.Store.DeleteWebhook(ctx, w); err != nil && !errors.Is(err, notify.ErrNotFound) {
+		cl.log.WarnContext(ctx, "deleting a terminated webhook subscription", "err", err)
+	}
+	cl.w = nil
+}
+
+// policyRefusal reports an attempt this process refused to make: the
+// callback's origin or address is refused by its webhook.Policy (a
+// configuration the operator can change), not by the receiver.
+func policyRefusal(out webhook.Outcome) bool {
+	return errors.Is(out.Err, webhook.ErrInvalidURL) || errors.Is(out.Err, webhook.ErrBlockedAddress)
+}
+
+// parseSecrets returns the secrets that sign now: the current one, and
+// the previous one within its grace window.
+func parseSecrets(sec notify.WebhookSecrets, now time.Time) ([]webhook.Secret, error) {
+	cur, err := webhook.ParseSecret(sec.Current)
+	if err != nil {
+		return nil, fmt.Errorf("current secret: %w", err)
+	}
+	out := []webhook.Secret{cur}
+	if sec.Previous != "" && sec.PreviousUntil.After(now) {
+		if prev, err := webhook.ParseSecret(sec.Previous); err == nil {
+			out = append(out, prev)
+		}
+	}
+	return out, nil
+}
+
+// typeCache is an engine's reuse of one read of the events registry.
+type typeCache struct {
+	mu    sync.Mutex
+	at    time.Time
+	types map[string]*notify.EventItem
+}
+
+// types returns the events registry's items, read at most once per
+// TypesTTL.
+func (e *Engine) types(ctx context.Context) (map[string]*notify.EventItem, error) {
+	e.cache.mu.Lock()
+	defer e.cache.mu.Unlock()
+	now := e.o.Now()
+	if e.cache.types != nil && now.Sub(e.cache.at) < e.o.TypesTTL {
+		return e.cache.types, nil
+	}
+	types, err := e.o.EventTypes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.cache.types, e.cache.at = types, now
+	return types, nil
+}
