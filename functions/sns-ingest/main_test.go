@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/google/go-cmp/cmp"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/google/go-cmp/cmp"
 	"github.com/mcpush/mcpush/internal/moto"
 	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/envconfig"
