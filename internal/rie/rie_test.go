@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,7 +24,9 @@ import (
 	"github.com/mcpush/mcpush/internal/oauthtest"
 	"github.com/mcpush/mcpush/internal/testenv"
 	"github.com/mcpush/mcpush/internal/testutil"
+	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
+	"github.com/mcpush/mcpush/pkg/webhook"
 )
 
 // These tests run the functions' production builds (linux, the host's
@@ -296,8 +300,16 @@ func TestEmulatorSNSIngest(t *testing.T) {
 		t.Errorf("a malformed record: %d %s; want a function error saying it was rejected", r.Status, r.Body)
 	}
 
-	if s := invoke("scheduled event", event(t, "scheduled-event")); !regexp.MustCompile(`^\{"subscriptions":\d+,`).Match(s.Sweep) {
-		t.Errorf("scheduled event: sweep %s; want the sweep's counts", s.Sweep)
+	// SAM's scheduled event (EventBridge rules), and the EventBridge
+	// Scheduler's that template.yaml's ScheduleV2 sends.
+	scheduler := edit(t, event(t, "scheduled-event"), func(ev map[string]any) {
+		ev["source"], ev["detail"] = "aws.scheduler", "{}"
+		ev["resources"] = []string{"arn:aws:scheduler:us-east-1:123456789012:schedule/default/WebhookSweep"}
+	})
+	for name, ev := range map[string][]byte{"scheduled event": event(t, "scheduled-event"), "scheduler event": scheduler} {
+		if s := invoke(name, ev); !regexp.MustCompile(`^\{"subscriptions":\d+,`).Match(s.Sweep) {
+			t.Errorf("%s: sweep %s; want the sweep's counts", name, s.Sweep)
+		}
 	}
 	// TODO(webhook queue): when sns-ingest takes the webhook delivery
 	// queue's SQS events (the lead's branch), add testdata/sqs-message.json
@@ -354,5 +366,107 @@ func TestBuildFlags(t *testing.T) {
 	}
 	if !strings.Contains(string(doc), "go install "+Package+"@"+Version+"\n") {
 		t.Errorf("docs/lambda.md does not install %s@%s", Package, Version)
+	}
+}
+
+// snsRecord returns the SNS fixture with its MessageId and Message
+// replaced.
+func snsRecord(t testing.TB, messageID, message string) []byte {
+	t.Helper()
+	return edit(t, event(t, "sns-notification"), func(ev map[string]any) {
+		sns := ev["Records"].([]any)[0].(map[string]any)["Sns"].(map[string]any)
+		sns["MessageId"], sns["Message"] = messageID, message
+	})
+}
+
+// TestEmulatorWebhookSweep runs both functions under the emulator on one
+// table: the MCP function takes alice's webhook subscription (IAM, a
+// 2026-era events/subscribe; the verification handshake reaches the
+// receiver), sns-ingest's delivery of an event fails once at the receiver
+// (500, a retry due in 30 s, which the test brings forward in the store),
+// and the EventBridge schedule's event makes sns-ingest sweep and deliver
+// it, signed (webhook.Receiver verifies every request).
+func TestEmulatorWebhookSweep(t *testing.T) {
+	t.Parallel()
+	store, env := dynamoEnv(t)
+	secret := mcp.NewWebhookSecret()
+	sec, err := webhook.ParseSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failNext atomic.Bool
+	failNext.Store(true)
+	got := make(chan webhook.Delivery, 10)
+	ts := httptest.NewServer(&webhook.Receiver{
+		Secrets: func(string) []webhook.Secret { return []webhook.Secret{sec} },
+		Handle: func(d webhook.Delivery) error {
+			if d.Event != nil && failNext.CompareAndSwap(true, false) {
+				return errors.New("failing the first event delivery")
+			}
+			got <- d
+			return nil
+		},
+	})
+	t.Cleanup(ts.Close)
+	env = append(env, "MCPUSH_STATE_KEYS=rie-webhook-key-0123456789abcdef0123456789", "MCPUSH_WEBHOOK_ALLOW="+ts.URL)
+	ingest := Start(t, Bootstrap(t, "./functions/sns-ingest"), env...)
+	server := Start(t, Bootstrap(t, "./functions/mcp"), append(env, "MCPUSH_LAMBDA_MODE=buffered")...)
+	next := func(what string) webhook.Delivery {
+		t.Helper()
+		select {
+		case d := <-got:
+			return d
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s at the receiver within 10 s", what)
+		}
+		return webhook.Delivery{}
+	}
+
+	r := ingest.Invoke(t, snsRecord(t, "reg-1", `{"type":"registry","registry":"events","op":"put","items":[{"name":"order.created","topic":"orders","inputSchema":{"type":"object","properties":{"region":{"type":"string"}}}}]}`))
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"accepted":1`) {
+		t.Fatalf("registry put: %d %s", r.Status, r.Body)
+	}
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	subscribe := edit(t, event(t, "http-api-iam-initialize"),
+		withHeader("Mcp-Protocol-Version", "2026-07-28"), withHeader("Mcp-Method", "events/subscribe"),
+		withBody(`{"jsonrpc":"2.0","id":1,"method":"events/subscribe","params":{"name":"order.created","arguments":{"region":"eu"},`+
+			`"delivery":{"mode":"webhook","url":"`+ts.URL+`/hooks/alice","secret":"`+secret+`"},`+meta+`}}`))
+	resp := httpResponse(t, server.Invoke(t, subscribe))
+	var sub struct {
+		Result struct{ ID string }
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(resp.Body), &sub) != nil || sub.Result.ID == "" {
+		t.Fatalf("events/subscribe: %d %s", resp.StatusCode, resp.Body)
+	}
+	if v := next("verification"); v.Control == nil || v.SubscriptionID != sub.Result.ID {
+		t.Fatalf("first delivery %+v, want the verification of %s", v, sub.Result.ID)
+	}
+
+	r = ingest.Invoke(t, snsRecord(t, "m-eu", `{"type":"event","topic":"orders","data":{"region":"eu","n":1}}`))
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"accepted":1`) {
+		t.Fatalf("the event: %d %s", r.Status, r.Body)
+	}
+	if failNext.Load() {
+		t.Fatal("sns-ingest did not attempt the delivery")
+	}
+	w, err := store.GetWebhook(t.Context(), "orders", sub.Result.ID)
+	if err != nil || w.Retry.Seq == 0 || w.Retry.NextAt.IsZero() {
+		t.Fatalf("after the failed attempt the subscription is %+v (%v); want a retry pending", w, err)
+	}
+	// The retry is due in 30 s (webhook.DefaultRetryBase): due now.
+	w.Retry.NextAt = time.Now().Add(-time.Second)
+	if err := store.UpdateWebhook(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+
+	r = ingest.Invoke(t, event(t, "scheduled-event"))
+	var sweep struct {
+		Sweep struct{ Claimed, Delivered int }
+	}
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &sweep) != nil || sweep.Sweep.Delivered != 1 {
+		t.Fatalf("the scheduled sweep: %d %s; want 1 delivered", r.Status, r.Body)
+	}
+	if d := next("event"); d.Event == nil || d.Event.Name != "order.created" || !strings.Contains(string(d.Event.Data), `"n":1`) || d.SubscriptionID != sub.Result.ID {
+		t.Errorf("the swept delivery: %+v, want alice's order.created n=1", d)
 	}
 }
