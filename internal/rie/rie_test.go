@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -307,7 +306,9 @@ func TestEmulatorSNSIngest(t *testing.T) {
 		ev["resources"] = []string{"arn:aws:scheduler:us-east-1:123456789012:schedule/default/WebhookSweep"}
 	})
 	for name, ev := range map[string][]byte{"scheduled event": event(t, "scheduled-event"), "scheduler event": scheduler} {
-		if s := invoke(name, ev); !regexp.MustCompile(`^\{"subscriptions":\d+,`).Match(s.Sweep) {
+		// Only that a sweep ran (its counts, an object): what it counts
+		// is the delivery engine's business.
+		if s := invoke(name, ev); !strings.HasPrefix(string(s.Sweep), "{") {
 			t.Errorf("%s: sweep %s; want the sweep's counts", name, s.Sweep)
 		}
 	}
@@ -386,6 +387,13 @@ func snsRecord(t testing.TB, messageID, message string) []byte {
 // (500, a retry due in 30 s, which the test brings forward in the store),
 // and the EventBridge schedule's event makes sns-ingest sweep and deliver
 // it, signed (webhook.Receiver verifies every request).
+//
+// It relies on delivery as of bd54e48: sns-ingest POSTs an event's
+// webhooks itself and its sweep retries them (ingest.Webhooks). When
+// delivery moves to a queue (an SQS event source), the event's delivery
+// and its retry become SQS events of that queue: this test then needs
+// the queue (moto's SQS) and the emulator invoked with what it holds, in
+// the shape of `sam local generate-event sqs receive-message`.
 func TestEmulatorWebhookSweep(t *testing.T) {
 	t.Parallel()
 	store, env := dynamoEnv(t)
