@@ -129,6 +129,16 @@ func header(resp events.APIGatewayV2HTTPResponse, name string) string {
 	return ""
 }
 
+// emulatorTest starts an emulator test: parallel, and skipped with
+// -short (as the other tests that start processes and moto_server are).
+func emulatorTest(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: skipping the emulator tests (processes, moto_server)")
+	}
+	t.Parallel()
+}
+
 var tableSeq atomic.Int64
 
 // dynamoEnv creates a fresh table on the shared moto_server and returns
@@ -156,7 +166,7 @@ func dynamoEnv(t testing.TB) (*dynamostore.Store, []string) {
 // signer; another signer does not find the session, an event without an
 // IAM authorizer is refused.
 func TestEmulatorMCPIAM(t *testing.T) {
-	t.Parallel()
+	emulatorTest(t)
 	store, env := dynamoEnv(t)
 	e := Start(t, Bootstrap(t, "./functions/mcp"), append(env, "MCPUSH_LAMBDA_MODE=buffered")...)
 
@@ -205,7 +215,7 @@ func TestEmulatorMCPIAM(t *testing.T) {
 // emulator cannot show (it does not implement response streaming);
 // functions/mcp's tests check that against internal/lambdatest.
 func TestEmulatorMCPStreamMode(t *testing.T) {
-	t.Parallel()
+	emulatorTest(t)
 	_, env := dynamoEnv(t)
 	e := Start(t, Bootstrap(t, "./functions/mcp"), append(env, "MCPUSH_LAMBDA_MODE=stream")...)
 	r := e.Invoke(t, event(t, "http-api-iam-initialize"))
@@ -226,7 +236,7 @@ func TestEmulatorMCPStreamMode(t *testing.T) {
 // the resource (derived from the event's domain) initialize answers, and
 // a token for another resource is refused.
 func TestEmulatorMCPOAuth(t *testing.T) {
-	t.Parallel()
+	emulatorTest(t)
 	as := oauthtest.Start(t, &oauthtest.Options{
 		Scopes:  []string{"mcp:tools"},
 		Clients: []oauthtest.Client{{ID: "alice", Secret: "alice-secret", Scope: "mcp:tools"}},
@@ -259,7 +269,7 @@ func TestEmulatorMCPOAuth(t *testing.T) {
 // error, and the schedule's event runs a webhook sweep instead of an
 // ingest.
 func TestEmulatorSNSIngest(t *testing.T) {
-	t.Parallel()
+	emulatorTest(t)
 	store, env := dynamoEnv(t)
 	e := Start(t, Bootstrap(t, "./functions/sns-ingest"), env...)
 
@@ -326,7 +336,7 @@ func TestEmulatorSNSIngest(t *testing.T) {
 // and the emulator answers the invocation with an InitError carrying the
 // function's message, as Lambda does.
 func TestEmulatorInitError(t *testing.T) {
-	t.Parallel()
+	emulatorTest(t)
 	for _, tc := range []struct {
 		name, pkg, event string
 		env              []string
@@ -395,7 +405,7 @@ func snsRecord(t testing.TB, messageID, message string) []byte {
 // the queue (moto's SQS) and the emulator invoked with what it holds, in
 // the shape of `sam local generate-event sqs receive-message`.
 func TestEmulatorWebhookSweep(t *testing.T) {
-	t.Parallel()
+	emulatorTest(t)
 	store, env := dynamoEnv(t)
 	secret := mcp.NewWebhookSecret()
 	sec, err := webhook.ParseSecret(secret)
