@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"github.com/mcpush/mcpush/internal/testenv"
 	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
 	"github.com/mcpush/mcpush/pkg/webhook"
 )
@@ -54,6 +56,17 @@ const (
 func event(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// repoEvent reads the repository's events/NAME.json, the fixtures of
+// `sam local invoke -e` (docs/lambda.md's Local invoke).
+func repoEvent(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "events", name+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,26 +220,85 @@ func TestEmulatorMCPIAM(t *testing.T) {
 	}
 }
 
-// TestEmulatorMCPStreamMode: in stream mode (the Function URL's
-// RESPONSE_STREAM) the emulator answers with the raw
-// http-integration-response the function wrote, a JSON prelude, eight
-// NUL bytes and the body, as docs/lambda.md's Local invoke says `sam
-// local invoke` prints it. Whether the body arrives as it is written the
-// emulator cannot show (it does not implement response streaming);
+// TestEmulatorMCPStreamMode runs the MCP function in stream mode (the
+// Function URL's RESPONSE_STREAM, template.yaml's default) on the
+// repository's `sam local invoke` fixtures, events/mcp-initialize.json and
+// then events/mcp-delete.json with the session: the emulator answers with
+// the raw http-integration-response the function wrote, a JSON prelude,
+// eight NUL bytes and the body, as docs/lambda.md's Local invoke says
+// `sam local invoke` prints it. Whether the body arrives as it is written
+// the emulator cannot show (it does not implement response streaming);
 // functions/mcp's tests check that against internal/lambdatest.
 func TestEmulatorMCPStreamMode(t *testing.T) {
 	emulatorTest(t)
 	_, env := dynamoEnv(t)
 	e := Start(t, Bootstrap(t, "./functions/mcp"), append(env, "MCPUSH_LAMBDA_MODE=stream")...)
-	r := e.Invoke(t, event(t, "http-api-iam-initialize"))
-	prelude, body, ok := strings.Cut(string(r.Body), "\x00\x00\x00\x00\x00\x00\x00\x00")
-	var p struct {
+	type prelude struct {
 		StatusCode int               `json:"statusCode"`
 		Headers    map[string]string `json:"headers"`
 	}
-	if r.Status != http.StatusOK || !ok || json.Unmarshal([]byte(prelude), &p) != nil || p.StatusCode != http.StatusOK ||
-		p.Headers["Mcp-Session-Id"] == "" || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
-		t.Errorf("initialize in stream mode: %d %q; want 200 with a prelude naming the session, eight NULs, the result", r.Status, r.Body)
+	stream := func(name string, ev []byte) (prelude, string) {
+		t.Helper()
+		r := e.Invoke(t, ev)
+		head, body, ok := strings.Cut(string(r.Body), "\x00\x00\x00\x00\x00\x00\x00\x00")
+		var p prelude
+		if r.Status != http.StatusOK || !ok || json.Unmarshal([]byte(head), &p) != nil {
+			t.Fatalf("%s: %d %q; want 200 with a prelude, eight NULs and the body", name, r.Status, r.Body)
+		}
+		return p, body
+	}
+	p, body := stream("initialize", repoEvent(t, "mcp-initialize"))
+	session := p.Headers["Mcp-Session-Id"]
+	if p.StatusCode != http.StatusOK || session == "" || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
+		t.Fatalf("initialize: prelude %+v, body %s; want 200 naming the session, the result", p, body)
+	}
+	del := edit(t, repoEvent(t, "mcp-delete"), withHeader("Mcp-Session-Id", session))
+	if p, body := stream("DELETE", del); p.StatusCode/100 != 2 {
+		t.Errorf("DELETE of the session: prelude %+v, body %s; want 2xx", p, body)
+	}
+	if p, body := stream("DELETE again", del); p.StatusCode != http.StatusNotFound {
+		t.Errorf("DELETE of the deleted session: prelude %+v, body %s; want 404", p, body)
+	}
+}
+
+// TestEmulatorLocalInvokeSNS runs sns-ingest on the repository's SNS
+// fixtures for `sam local invoke` (events/sns-*.json), as
+// functions/mcp's TestLambdaBufferedPoll does against internal/lambdatest:
+// the batch with a bad record fails naming that record only; the others
+// go through, the duplicate twice; each order event is stored once, and
+// the plain-text message makes its topic.
+func TestEmulatorLocalInvokeSNS(t *testing.T) {
+	emulatorTest(t)
+	store, env := dynamoEnv(t)
+	e := Start(t, Bootstrap(t, "./functions/sns-ingest"), env...)
+	r := e.Invoke(t, repoEvent(t, "sns-bad-record"))
+	var fnErr struct{ ErrorMessage string }
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &fnErr) != nil ||
+		!strings.Contains(fnErr.ErrorMessage, "0f8b3c1e-1111-5a5b-9c9d-000000000006") || strings.Contains(fnErr.ErrorMessage, "0f8b3c1e-1111-5a5b-9c9d-000000000005") {
+		t.Errorf("the batch with a bad record: %d %s; want a function error naming the bad record only", r.Status, r.Body)
+	}
+	for _, name := range []string{"sns-event", "sns-registry", "sns-plain-text", "sns-duplicate", "sns-duplicate"} {
+		if r := e.Invoke(t, repoEvent(t, name)); r.Status != http.StatusOK || strings.Contains(string(r.Body), `"errorMessage"`) {
+			t.Errorf("%s: %d %s; want a summary", name, r.Status, r.Body)
+		}
+	}
+	evs, err := store.ReadTopicEvents(t.Context(), "orders", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var orders []string
+	for _, ev := range evs {
+		var d struct{ OrderID string }
+		json.Unmarshal(ev.Data, &d)
+		orders = append(orders, d.OrderID)
+	}
+	slices.Sort(orders)
+	if want := []string{"o-1001", "o-1002", "o-1003"}; !slices.Equal(orders, want) {
+		t.Errorf("orders events %v, want %v (each once)", orders, want)
+	}
+	topics, err := store.Topics(t.Context())
+	if err != nil || !slices.ContainsFunc(topics, func(tp notify.Topic) bool { return tp.Name == "deploys" }) {
+		t.Errorf("topics %+v (%v): want the plain-text message's topic deploys", topics, err)
 	}
 }
 
