@@ -37,9 +37,11 @@ import (
 // samcli/lib/generated_sample_events/events/): sns notification,
 // apigateway http-api-proxy (payload 2.0, which a Function URL sends too;
 // the body base64-encoded as SAM encodes it) and cloudwatch
-// scheduled-event. The store is DynamoDB (moto_server): nosqlite builds
-// have no SQLite. MCP runs in buffered mode: the emulator does not stream
-// responses (lambdatest covers stream mode).
+// scheduled-event; and with the repository's events/ fixtures of `sam
+// local invoke -e`. The store is DynamoDB (moto_server): nosqlite builds
+// have no SQLite. MCP runs mostly in buffered mode: the emulator does not
+// stream responses, and answers a stream-mode function only once it has
+// ended (functions/mcp's tests cover streaming against lambdatest).
 
 func TestMain(m *testing.M) {
 	code := m.Run()
