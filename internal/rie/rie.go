@@ -249,10 +249,10 @@ func Start(t testing.TB, bootstrap string, env ...string) *Emulator {
 
 // Result is the invoke API's answer to one invocation.
 type Result struct {
-	// Status is 200 for a result or a function error (an error
-	// document, as Lambda's Invoke API returns with
-	// X-Amz-Function-Error), 502 for an init failure or a function that
-	// exited, with the error document as Body.
+	// Status is 200 for a result or a function error (then Body is the
+	// error document, {"errorMessage","errorType"}; the emulator sets no
+	// X-Amz-Function-Error), 502 for an init failure (an InitError
+	// document) or a function that exited.
 	Status int
 	Body   []byte
 }
