@@ -102,7 +102,10 @@ type Engine struct {
 	o       Options
 	timeout time.Duration // the Sender's
 	origins *origins
-	cache   typeCache
+	// park: tasks for a busy origin wait in this process (the queue is
+	// a Pool, which lives as long as the engine).
+	park  bool
+	cache typeCache
 }
 
 // New returns an Engine under o.
@@ -139,7 +142,8 @@ func New(o Options) (*Engine, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Engine{o: o, timeout: timeout, origins: newOrigins(o.PerOrigin)}, nil
+	_, park := o.Queue.(*Pool)
+	return &Engine{o: o, timeout: timeout, origins: newOrigins(o.PerOrigin), park: park}, nil
 }
 
 // Counts count what tasks did. The fields are updated atomically.
@@ -220,6 +224,14 @@ func (e *Engine) fanOut(ctx context.Context, t Task, c *Counts) error {
 	page, next, err := e.o.Store.TopicWebhooks(ctx, t.Topic, t.After, webhookPage)
 	if err != nil {
 		return err
+	}
+	if t.event == nil && t.Seq > 0 && len(page) > 1 {
+		// The event at the head, read once for every subscription
+		// task (most are one behind): a task made from a topic head
+		// (the watcher, the sweep) has none.
+		if evs, err := e.o.Store.ReadTopicEvents(ctx, t.Topic, t.Seq-1, 1); err == nil && len(evs) == 1 && evs[0].Seq == t.Seq {
+			t.event = &evs[0]
+		}
 	}
 	var tasks []Task
 	if next != "" {

@@ -5,22 +5,34 @@ import (
 	"sync"
 )
 
-// unhealthyAfter: an origin whose last this many attempts all failed gets
-// one attempt in flight at a time until one succeeds.
-const unhealthyAfter = 3
+// Bounds of the per-origin limiter.
+const (
+	// unhealthyAfter: an origin whose last this many attempts all failed
+	// gets one attempt in flight at a time until one succeeds.
+	unhealthyAfter = 3
+	// maxParked bounds the tasks parked for busy origins in one process;
+	// beyond it a task is put back on the queue with a delay instead.
+	maxParked = 100_000
+)
 
 // origins bounds the attempts in flight per callback origin in one
-// process: a slow, hanging or failing host takes at most PerOrigin
-// workers, and one once it is failing. Safe for concurrent use.
+// process: a slow, hanging or failing host takes at most per workers,
+// and one once it is failing. A task that finds its origin busy is
+// parked (a Pool: it waits in memory, costing nothing, until a slot
+// frees) or put back with a delay (a queue that outlives no invocation:
+// SQS). Safe for concurrent use.
 type origins struct {
-	per int
-	mu  sync.Mutex
-	m   map[string]*originState
+	per    int
+	mu     sync.Mutex
+	m      map[string]*originState
+	parked int // tasks parked, all origins
 }
 
 type originState struct {
 	inflight int
-	failures int // consecutive failed attempts
+	failures int    // consecutive failed attempts
+	waiting  []Task // parked, first come first served
+	keys     map[string]bool
 }
 
 func newOrigins(per int) *origins { return &origins{per: per, m: map[string]*originState{}} }
@@ -31,9 +43,17 @@ type slot struct {
 	key string
 }
 
-// acquire takes a place at rawURL's origin; false when the origin is at
-// its limit.
-func (o *origins) acquire(rawURL string) (*slot, bool) {
+func (st *originState) limit(per int) int {
+	if st.failures >= unhealthyAfter {
+		return 1
+	}
+	return per
+}
+
+// acquire takes a place at rawURL's origin for t. When the origin is at
+// its limit it returns false, and with park the task is kept to be
+// handed back by a later release (parked reports it was).
+func (o *origins) acquire(rawURL string, t *Task, park bool) (s *slot, parked bool) {
 	key := originKey(rawURL)
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -42,15 +62,25 @@ func (o *origins) acquire(rawURL string) (*slot, bool) {
 		st = &originState{}
 		o.m[key] = st
 	}
-	limit := o.per
-	if st.failures >= unhealthyAfter {
-		limit = 1
+	if st.inflight < st.limit(o.per) {
+		st.inflight++
+		return &slot{o: o, key: key}, false
 	}
-	if st.inflight >= limit {
+	if !park || o.parked >= maxParked {
 		return nil, false
 	}
-	st.inflight++
-	return &slot{o: o, key: key}, true
+	k := t.key()
+	if st.keys == nil {
+		st.keys = map[string]bool{}
+	}
+	if !st.keys[k] {
+		p := *t
+		p.sub, p.Delay = nil, 0 // read afresh when it runs
+		st.waiting = append(st.waiting, p)
+		st.keys[k] = true
+		o.parked++
+	}
+	return nil, true
 }
 
 // done records an attempt's outcome at the slot's origin.
@@ -66,19 +96,34 @@ func (s *slot) done(ok bool) {
 	}
 }
 
-// release gives the place back; an idle, healthy origin is forgotten, so
-// the map holds only origins in use or failing.
-func (s *slot) release() {
+// release gives the place back and returns the parked tasks that may run
+// now (as many as the origin's limit allows); an idle, healthy origin
+// with nothing parked is forgotten, so the map holds only origins in use,
+// failing or waited for.
+func (s *slot) release() []Task {
 	s.o.mu.Lock()
 	defer s.o.mu.Unlock()
 	st := s.o.m[s.key]
 	if st == nil {
-		return
+		return nil
 	}
 	st.inflight--
-	if st.inflight <= 0 && st.failures == 0 {
+	n := min(len(st.waiting), st.limit(s.o.per)-st.inflight)
+	var wake []Task
+	if n > 0 {
+		// Each woken task takes its place when it runs; one that finds
+		// the origin busy again is parked again.
+		wake = append(wake, st.waiting[:n]...)
+		st.waiting = st.waiting[n:]
+		for _, t := range wake {
+			delete(st.keys, t.key())
+		}
+		s.o.parked -= n
+	}
+	if st.inflight <= 0 && st.failures == 0 && len(st.waiting) == 0 {
 		delete(s.o.m, s.key)
 	}
+	return wake
 }
 
 // originKey is rawURL's scheme and host (with port); the URL itself when

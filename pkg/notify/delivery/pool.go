@@ -50,6 +50,7 @@ type Pool struct {
 	mu      sync.Mutex
 	items   map[string]*poolItem
 	queue   poolHeap
+	seq     uint64 // enqueue order: due times that tie run first come, first served
 	dropped int64
 	closed  bool
 }
@@ -57,6 +58,7 @@ type Pool struct {
 type poolItem struct {
 	task    Task
 	due     time.Time
+	seq     uint64
 	index   int // in the heap; -1 while running
 	running bool
 	again   bool // enqueued while running: run once more
@@ -110,8 +112,12 @@ func (p *Pool) Enqueue(_ context.Context, tasks ...Task) error {
 				it.task = mergeTask(it.task, t)
 				continue
 			}
+			deferred := it.task.Defer > 0
 			it.task = mergeTask(it.task, t)
-			if due.Before(it.due) {
+			if due.Before(it.due) && !deferred {
+				// (A task put back because its origin is busy keeps
+				// its time: running it sooner only finds the origin
+				// busy again, ahead of other origins' work.)
 				it.due = due
 				heap.Fix(&p.queue, it.index)
 			}
@@ -124,7 +130,8 @@ func (p *Pool) Enqueue(_ context.Context, tasks ...Task) error {
 			}
 			continue
 		}
-		it := &poolItem{task: t, due: due}
+		p.seq++
+		it := &poolItem{task: t, due: due, seq: p.seq}
 		p.items[k] = it
 		heap.Push(&p.queue, it)
 	}
@@ -141,6 +148,7 @@ func mergeTask(old, t Task) Task {
 	if t.sub == nil {
 		t.sub = old.sub
 	}
+	t.Defer = max(t.Defer, old.Defer)
 	return t
 }
 
@@ -270,6 +278,8 @@ func (p *Pool) run(ctx context.Context, e *Engine, it *poolItem) {
 	it.again = false
 	it.task.sub = nil // the record changed since: read it again
 	it.due = it.againAt
+	p.seq++
+	it.seq = p.seq
 	heap.Push(&p.queue, it)
 	p.signal()
 }
@@ -319,8 +329,13 @@ func (p *Pool) watch(ctx context.Context, e *Engine) {
 // poolHeap orders waiting items by due time.
 type poolHeap []*poolItem
 
-func (h poolHeap) Len() int           { return len(h) }
-func (h poolHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h poolHeap) Len() int { return len(h) }
+func (h poolHeap) Less(i, j int) bool {
+	if !h[i].due.Equal(h[j].due) {
+		return h[i].due.Before(h[j].due)
+	}
+	return h[i].seq < h[j].seq
+}
 func (h poolHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index, h[j].index = i, j

@@ -46,15 +46,22 @@ func (e *Engine) deliver(ctx context.Context, t Task, c *Counts) error {
 		// lease ends.
 		return e.again(ctx, t, w.LeaseUntil.Sub(now)+100*time.Millisecond)
 	}
-	// The destination first: a busy origin puts the task back before it
-	// claims anything (no store write).
-	slot, ok := e.origins.acquire(w.URL)
-	if !ok {
+	// The destination first: a busy origin parks the task (a Pool) or
+	// puts it back (SQS) before it claims anything (no store write).
+	slot, parked := e.origins.acquire(w.URL, &t, e.park)
+	if slot == nil {
 		c.Deferred++
+		if parked {
+			return nil
+		}
 		t.Defer++
 		return e.again(ctx, t, deferDelay(t.Defer))
 	}
-	defer slot.release()
+	defer func() {
+		if wake := slot.release(); len(wake) > 0 {
+			e.o.Queue.Enqueue(context.WithoutCancel(ctx), wake...)
+		}
+	}()
 
 	cl := &claim{e: e, w: w, log: e.o.Logger.With("subscription", w.ID, "topic", w.Topic)}
 	if ok, err := cl.take(ctx, t.sub != nil); !ok {
