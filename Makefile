@@ -103,7 +103,7 @@ clean:
 
 # SAM (template.yaml, BuildMethod: makefile): `sam build` runs
 # `make build-<LogicalId>` with ARTIFACTS_DIR set.
-.PHONY: build-McpFunction build-McpManagedFunction build-IngestFunction
+.PHONY: build-McpFunction build-McpManagedFunction build-IngestFunction build-DeliveryFunction
 build-McpFunction:
 	$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ./functions/mcp
 
@@ -111,4 +111,9 @@ build-McpManagedFunction:
 	$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ./functions/mcp
 
 build-IngestFunction:
+	$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sns-ingest
+
+# The same binary as IngestFunction: it tells SNS, SQS and scheduled
+# events apart.
+build-DeliveryFunction:
 	$(LAMBDA_GO) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sns-ingest

@@ -61,6 +61,9 @@ func TestTemplateWiring(t *testing.T) {
 		"MCPUSH_STATE_KEYS_SECRET: !Ref StateKeySecret",
 		"Action: secretsmanager:GetSecretValue\n              Resource: !Ref StateKeySecret",
 		"Type: AWS::SecretsManager::Secret",
+		"MCPUSH_DELIVERY_QUEUE_URL: !Ref DeliveryQueue",
+		"FunctionResponseTypes: [ReportBatchItemFailures]",
+		"deadLetterTargetArn: !GetAtt DeliveryDeadLetterQueue.Arn",
 	} {
 		if !strings.Contains(string(tpl), want) {
 			t.Errorf("template.yaml lacks %q", want)
@@ -68,10 +71,10 @@ func TestTemplateWiring(t *testing.T) {
 	}
 	// Both functions check the table at start-up (storeconfig): without
 	// DescribeTable every init would fail with AccessDenied.
-	if n := strings.Count(string(tpl), "- dynamodb:DescribeTable"); n != 3 {
-		t.Errorf("template.yaml grants dynamodb:DescribeTable %d times, want 3 (every function)", n)
+	if n := strings.Count(string(tpl), "- dynamodb:DescribeTable"); n != 4 {
+		t.Errorf("template.yaml grants dynamodb:DescribeTable %d times, want 4 (every function)", n)
 	}
-	for _, fn := range []string{"McpFunction", "IngestFunction", "McpManagedFunction"} {
+	for _, fn := range []string{"McpFunction", "IngestFunction", "McpManagedFunction", "DeliveryFunction"} {
 		if !strings.Contains(string(tpl), "  "+fn+":\n    Type: AWS::Serverless::Function\n    Metadata:\n      BuildMethod: makefile\n") {
 			t.Errorf("template.yaml: %s is not a BuildMethod: makefile function", fn)
 		}

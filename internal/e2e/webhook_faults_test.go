@@ -280,10 +280,11 @@ func TestWebhookFaultPublishNotBlocked(t *testing.T) {
 }
 
 // TestWebhookFaultSlowReceiverOnce: a receiver that takes 1 s per
-// event, 22 events queued at once and one more published 21 s into the
-// drain: every event arrives exactly once and in order (before: a claim
-// ran past its 20 s lease, and the later ingest delivered the whole
-// backlog again, out of order: 42 POSTs for 21 events).
+// event, 22 events queued (appended with no delivery, as a crash or an
+// outage leaves them) and one more published 21 s into the drain: every
+// event arrives exactly once and in order (before: a claim ran past its
+// 20 s lease, and the later ingest delivered the whole backlog again, out
+// of order: 42 POSTs for 21 events).
 func TestWebhookFaultSlowReceiverOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a 25 s drain")
@@ -294,9 +295,13 @@ func TestWebhookFaultSlowReceiverOnce(t *testing.T) {
 	sub := r.subscribe("slow", 1, slow.srv.URL)[0]
 	var want []string
 	for i := range 22 {
-		want = append(want, fmt.Sprintf("q%02d", i))
+		id := fmt.Sprintf("q%02d", i)
+		want = append(want, id)
+		data, _ := json.Marshal(map[string]string{"id": id})
+		if _, _, err := r.store.AppendTopicEvent(context.Background(), "orders", id, time.Now(), data); err != nil {
+			t.Fatal(err)
+		}
 	}
-	r.publish(want...)
 	time.Sleep(21 * time.Second)
 	want = append(want, "late")
 	r.publish("late")
@@ -342,15 +347,27 @@ func TestWebhookFaultKill(t *testing.T) {
 		return got, dup
 	}
 
-	// 1. sns-ingest killed 150 ms into its run, then run again.
+	// 1. sns-ingest killed once 20 subscribers have the event (or when
+	// it has exited, having handed the fan-out on), then run again, as
+	// SNS retries.
 	cmd := exec.Command(r.ingest.bin, "-topic", "orders", "-message-id", "kill-1", "-message", pushEventMessage("orders", map[string]any{"id": "kill-1"}))
 	cmd.Env = append(processEnv(), r.ingest.env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(150 * time.Millisecond)
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	waitFor(t, 60*time.Second, "kill-1 at 20 subscribers or sns-ingest done", func() bool {
+		select {
+		case <-exited:
+			return true
+		default:
+		}
+		got, _ := count("kill-1")
+		return got >= 20
+	})
 	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	<-exited
 	r.publish("kill-1")
 	waitFor(t, 60*time.Second, "kill-1 at all 200", func() bool { got, _ := count("kill-1"); return got == 200 })
 	time.Sleep(2 * time.Second)

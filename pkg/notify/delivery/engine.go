@@ -48,9 +48,6 @@ const (
 	// maxUnsaved bounds the attempts a claim makes between two writes
 	// of its watermark: what a crash can repeat.
 	maxUnsaved = 16
-	// webhookPage is the page of a topic's subscriptions one fan-out
-	// task reads.
-	webhookPage = notify.MaxWebhookPage
 	// readBatch is the events read from a topic's log at once.
 	readBatch = 25
 )
@@ -93,6 +90,9 @@ type Options struct {
 	// MaxBatch bounds the attempts of one subscription task. Default
 	// DefaultMaxBatch.
 	MaxBatch int
+	// Page is how many subscriptions one fan-out task reads (1 to
+	// notify.MaxWebhookPage, the default).
+	Page int
 	Now      func() time.Time
 	Logger   *slog.Logger
 }
@@ -135,6 +135,9 @@ func New(o Options) (*Engine, error) {
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.Page <= 0 || o.Page > notify.MaxWebhookPage {
+		o.Page = notify.MaxWebhookPage
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -221,7 +224,7 @@ func (e *Engine) Sweep(ctx context.Context) (topics int, err error) {
 // page, and enqueues a subscription task for each subscription behind
 // t.Seq or with a retry due.
 func (e *Engine) fanOut(ctx context.Context, t Task, c *Counts) error {
-	page, next, err := e.o.Store.TopicWebhooks(ctx, t.Topic, t.After, webhookPage)
+	page, next, err := e.o.Store.TopicWebhooks(ctx, t.Topic, t.After, e.o.Page)
 	if err != nil {
 		return err
 	}

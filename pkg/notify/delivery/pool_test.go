@@ -195,3 +195,110 @@ func TestPoolIsolation(t *testing.T) {
 		t.Errorf("%d attempts in flight to the hanging origin, want at most %d", peak, DefaultPerOrigin)
 	}
 }
+
+// TestPoolRecovery: a receiver that fails for 3.1 s, then is healthy,
+// under the default schedule scaled down tenfold (100 ms, 500 ms, 1.5 s,
+// 3 s, 12 s, 60 s): the event that failed and the backlog published
+// while it failed arrive in order, each once, within 3.5 s of the
+// recovery (the default schedule's 35 s after a 30 s outage, scaled;
+// TestRetryRecovery proves the unscaled bound for every outage length).
+func TestPoolRecovery(t *testing.T) {
+	var (
+		mu        sync.Mutex
+		recovered time.Time
+	)
+	rc := newRecorder(t, func(*http.Request) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if recovered.IsZero() || time.Now().Before(recovered) {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	scaled := make([]time.Duration, len(webhook.DefaultDelays))
+	for i, d := range webhook.DefaultDelays {
+		scaled[i] = d / 10
+	}
+	r := newPoolRig(t, Options{Retry: webhook.Retry{Delays: scaled}}, rc.srv.URL)
+	sub := r.subscribe(t, "rec", 1, rc.srv.URL)[0]
+	start := time.Now()
+	mu.Lock()
+	recovered = start.Add(3100 * time.Millisecond)
+	mu.Unlock()
+	for i := range 3 {
+		ev, _, err := r.st.AppendTopicEvent(context.Background(), "orders", fmt.Sprint("m", i), time.Now(), json.RawMessage(fmt.Sprintf(`{"n":"%d"}`, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.pool.Enqueue(context.Background(), FanOut(&ev))
+		time.Sleep(time.Second)
+	}
+	eventually(t, 10*time.Second, "the backlog", func() bool { return len(rc.events(sub)) == 3 })
+	rc.mu.Lock()
+	last := rc.at[sub][2]
+	rc.mu.Unlock()
+	if got := rc.events(sub); !slices.Equal(got, []string{"0", "1", "2"}) {
+		t.Errorf("received %v, want 0, 1, 2 in order", got)
+	}
+	if after := last.Sub(start.Add(3100 * time.Millisecond)); after > 3500*time.Millisecond {
+		t.Errorf("backlog delivered %v after the recovery, want at most 3.5 s", after)
+	} else {
+		t.Logf("backlog delivered %v after the recovery", after)
+	}
+}
+
+// TestFanOutPages: one event to 250 subscriptions, with pages of 100,
+// is split into work: three fan-out tasks of one page each and one task
+// per subscription, which any number of workers may run; each
+// subscription gets the event once.
+func TestFanOutPages(t *testing.T) {
+	ctx := context.Background()
+	rc := newRecorder(t, nil)
+	q := &memQueue{}
+	st := newStore(t)
+	r := &poolRig{st: st, keys: [][]byte{[]byte("delivery-pages-test-key-0123456789ab")}}
+	r.sealer, _ = notify.NewSealer(r.keys, notify.WebhookSealLabel)
+	allow, _ := webhook.ParseAllow(rc.srv.URL)
+	e, err := New(Options{Store: st.(Store), Queue: q, Sender: webhook.NewSender(webhook.Policy{Allow: allow}), Sealer: r.sealer, CursorKey: r.keys[0], PerOrigin: 64, Page: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := r.subscribe(t, "pg", 250, rc.srv.URL)
+	publish(t, st, q, "m1", `{"n":"1"}`)
+	fanouts, subs := 0, 0
+	for {
+		q.mu.Lock()
+		if len(q.tasks) == 0 {
+			q.mu.Unlock()
+			break
+		}
+		batch := q.tasks
+		q.tasks = nil
+		q.mu.Unlock()
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 32)
+		for _, task := range batch {
+			if task.Kind == KindFanOut {
+				fanouts++
+			} else {
+				subs++
+			}
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if _, err := e.Handle(ctx, task); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if fanouts != 3 || subs != 250 {
+		t.Errorf("%d fan-out and %d subscription tasks, want 3 and 250", fanouts, subs)
+	}
+	for _, id := range ids {
+		if got := rc.events(id); len(got) != 1 {
+			t.Fatalf("%s got %v, want the event once", id, got)
+		}
+	}
+}
