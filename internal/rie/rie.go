@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -255,6 +256,22 @@ type Result struct {
 	// document) or a function that exited.
 	Status int
 	Body   []byte
+}
+
+// Err returns nil when r is the function's result, and otherwise an error
+// carrying the answer: a status other than 200 (an init failure, a
+// function that exited), or a 200 whose body is an error document (a
+// function error: a JSON object with a non-empty errorType or
+// errorMessage, which Lambda would mark with X-Amz-Function-Error).
+func (r Result) Err() error {
+	if r.Status != http.StatusOK {
+		return fmt.Errorf("rie: invoke API answered %d: %s", r.Status, r.Body)
+	}
+	var doc struct{ ErrorMessage, ErrorType string }
+	if json.Unmarshal(r.Body, &doc) == nil && (doc.ErrorMessage != "" || doc.ErrorType != "") {
+		return fmt.Errorf("rie: function error: %s", r.Body)
+	}
+	return nil
 }
 
 // Invoke posts event to the emulator's invoke API and returns its answer

@@ -19,13 +19,16 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/mcpush/mcpush/internal/esm"
 	"github.com/mcpush/mcpush/internal/moto"
 	"github.com/mcpush/mcpush/internal/oauthtest"
 	"github.com/mcpush/mcpush/internal/testenv"
 	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/delivery"
 	"github.com/mcpush/mcpush/pkg/notify/dynamostore"
 	"github.com/mcpush/mcpush/pkg/webhook"
 )
@@ -36,8 +39,10 @@ import (
 // shapes `sam local generate-event` writes (SAM CLI's templates in
 // samcli/lib/generated_sample_events/events/): sns notification,
 // apigateway http-api-proxy (payload 2.0, which a Function URL sends too;
-// the body base64-encoded as SAM encodes it) and cloudwatch
-// scheduled-event; and with the repository's events/ fixtures of `sam
+// the body base64-encoded as SAM encodes it), cloudwatch scheduled-event
+// and sqs receive-message; with events of moto's SQS queue that
+// internal/esm, the event-source mapping's fake, builds in that shape; and
+// with the repository's events/ fixtures of `sam
 // local invoke -e`. The store is DynamoDB (moto_server): nosqlite builds
 // have no SQLite. MCP runs mostly in buffered mode: the emulator does not
 // stream responses, and answers a stream-mode function only once it has
@@ -172,6 +177,29 @@ func dynamoEnv(t testing.TB) (*dynamostore.Store, []string) {
 		"AWS_ACCESS_KEY_ID=test",
 		"AWS_SECRET_ACCESS_KEY=test",
 		"AWS_EC2_METADATA_DISABLED=true",
+	}
+}
+
+// deliveryQueue creates a webhook delivery queue (standard, a visibility
+// timeout of 30 s) on the shared moto_server and returns a client, its URL
+// and sns-ingest's environment for it (dynamoEnv's has the credentials).
+func deliveryQueue(t testing.TB) (*sqs.Client, string, []string) {
+	t.Helper()
+	endpoint := moto.Start(t)
+	client := moto.NewSQSClient(endpoint)
+	url, err := moto.NewQueue(t.Context(), client, fmt.Sprintf("mcpush-rie-%d-%d", time.Now().UnixNano(), tableSeq.Add(1)), 30)
+	if err != nil {
+		t.Fatalf("creating the delivery queue on moto: %v", err)
+	}
+	return client, url, []string{"MCPUSH_DELIVERY_QUEUE_URL=" + url, "AWS_ENDPOINT_URL_SQS=" + endpoint}
+}
+
+// invoker returns e's invocations as the event-source mapping makes them:
+// a function error or an init failure fails the invocation.
+func invoker(t testing.TB, e *Emulator) esm.Invoke {
+	return func(_ context.Context, ev []byte) ([]byte, error) {
+		r := e.Invoke(t, ev)
+		return r.Body, r.Err()
 	}
 }
 
@@ -337,20 +365,22 @@ func TestEmulatorMCPOAuth(t *testing.T) {
 	}
 }
 
-// TestEmulatorSNSIngest runs sns-ingest under the emulator: the SNS
-// notification is stored once however often it is delivered (the
-// MessageId), a malformed record fails the invocation with a function
-// error, and the schedule's event runs a webhook sweep instead of an
-// ingest.
+// TestEmulatorSNSIngest runs sns-ingest under the emulator, with a
+// webhook delivery queue (moto's SQS): the SNS notification is stored once
+// however often it is delivered (the MessageId), a malformed record fails
+// the invocation with a function error, the schedule's event runs a
+// webhook sweep instead of an ingest, and an SQS event of the queue is
+// answered with the batch item failures: exactly the record whose body is
+// not a task.
 func TestEmulatorSNSIngest(t *testing.T) {
 	emulatorTest(t)
 	store, env := dynamoEnv(t)
-	e := Start(t, Bootstrap(t, "./functions/sns-ingest"), env...)
+	_, _, qenv := deliveryQueue(t)
+	e := Start(t, Bootstrap(t, "./functions/sns-ingest"), append(env, qenv...)...)
 
 	type summary struct {
-		Accepted   int             `json:"accepted"`
-		Duplicates int             `json:"duplicates"`
-		Sweep      json.RawMessage `json:"sweep"`
+		Accepted   int `json:"accepted"`
+		Duplicates int `json:"duplicates"`
 	}
 	invoke := func(name string, ev []byte) summary {
 		t.Helper()
@@ -390,16 +420,17 @@ func TestEmulatorSNSIngest(t *testing.T) {
 		ev["resources"] = []string{"arn:aws:scheduler:us-east-1:123456789012:schedule/default/WebhookSweep"}
 	})
 	for name, ev := range map[string][]byte{"scheduled event": event(t, "scheduled-event"), "scheduler event": scheduler} {
-		// Only that a sweep ran (its counts, an object): what it counts
-		// is the delivery engine's business.
-		if s := invoke(name, ev); !strings.HasPrefix(string(s.Sweep), "{") {
-			t.Errorf("%s: sweep %s; want the sweep's counts", name, s.Sweep)
+		// A fan-out enqueued for the one topic, orders.
+		if r := e.Invoke(t, ev); r.Status != http.StatusOK || string(r.Body) != `{"sweep":{"topics":1}}` {
+			t.Errorf("%s: %d %s; want {\"sweep\":{\"topics\":1}}", name, r.Status, r.Body)
 		}
 	}
-	// TODO(webhook queue): when sns-ingest takes the webhook delivery
-	// queue's SQS events (the lead's branch), add testdata/sqs-message.json
-	// in the shape of `sam local generate-event sqs receive-message` and a
-	// case here asserting the function accepts it.
+	// SAM's SQS event (sqs receive-message) with a fan-out task of
+	// orders and, second, a body that is not a task.
+	if r := e.Invoke(t, event(t, "sqs-message")); r.Status != http.StatusOK ||
+		string(r.Body) != `{"batchItemFailures":[{"itemIdentifier":"2e1424d4-f796-459a-8184-9c92662be6da"}]}` {
+		t.Errorf("the SQS event: %d %s; want the second record alone in batchItemFailures", r.Status, r.Body)
+	}
 	if evs, _ := store.ReadTopicEvents(t.Context(), "orders", 0, 10); len(evs) != 1 {
 		t.Errorf("after the malformed record and the sweep, topic orders holds %d events, want 1", len(evs))
 	}
@@ -465,34 +496,37 @@ func snsRecord(t testing.TB, messageID, message string) []byte {
 }
 
 // TestEmulatorWebhookSweep runs both functions under the emulator on one
-// table: the MCP function takes alice's webhook subscription (IAM, a
-// 2026-era events/subscribe; the verification handshake reaches the
-// receiver), sns-ingest's delivery of an event fails once at the receiver
-// (500, a retry due in 30 s, which the test brings forward in the store),
-// and the EventBridge schedule's event makes sns-ingest sweep and deliver
-// it, signed (webhook.Receiver verifies every request).
-//
-// It relies on delivery as of bd54e48: sns-ingest POSTs an event's
-// webhooks itself and its sweep retries them (ingest.Webhooks). When
-// delivery moves to a queue (an SQS event source), the event's delivery
-// and its retry become SQS events of that queue: this test then needs
-// the queue (moto's SQS) and the emulator invoked with what it holds, in
-// the shape of `sam local generate-event sqs receive-message`.
+// table and a webhook delivery queue on moto (DynamoDB and SQS), with the
+// queue's event-source mapping played by internal/esm: the MCP function
+// takes alice's webhook subscription (IAM, a 2026-era events/subscribe;
+// the verification handshake reaches the receiver); sns-ingest's ingest of
+// an event only enqueues its fan-out; the mapping feeds the queue to
+// sns-ingest, whose first attempt fails at the receiver (500) and whose
+// retry is a new SQS message delayed by the default schedule's 1 s; the
+// retry delivers the event, signed (webhook.Receiver verifies every
+// request). The EventBridge schedule's event then enqueues a fan-out of
+// the topic, which finds the subscription up to date.
 func TestEmulatorWebhookSweep(t *testing.T) {
 	emulatorTest(t)
 	store, env := dynamoEnv(t)
+	sqsClient, queueURL, qenv := deliveryQueue(t)
 	secret := mcp.NewWebhookSecret()
 	sec, err := webhook.ParseSecret(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var failNext atomic.Bool
+	var (
+		failNext atomic.Bool
+		failedAt time.Time // written before failNext is cleared
+	)
 	failNext.Store(true)
 	got := make(chan webhook.Delivery, 10)
 	ts := httptest.NewServer(&webhook.Receiver{
 		Secrets: func(string) []webhook.Secret { return []webhook.Secret{sec} },
 		Handle: func(d webhook.Delivery) error {
-			if d.Event != nil && failNext.CompareAndSwap(true, false) {
+			if d.Event != nil && failNext.Load() {
+				failedAt = time.Now()
+				failNext.Store(false)
 				return errors.New("failing the first event delivery")
 			}
 			got <- d
@@ -501,8 +535,12 @@ func TestEmulatorWebhookSweep(t *testing.T) {
 	})
 	t.Cleanup(ts.Close)
 	env = append(env, "MCPUSH_STATE_KEYS=rie-webhook-key-0123456789abcdef0123456789", "MCPUSH_WEBHOOK_ALLOW="+ts.URL)
-	ingest := Start(t, Bootstrap(t, "./functions/sns-ingest"), env...)
+	ingest := Start(t, Bootstrap(t, "./functions/sns-ingest"), append(env, qenv...)...)
 	server := Start(t, Bootstrap(t, "./functions/mcp"), append(env, "MCPUSH_LAMBDA_MODE=buffered")...)
+	mapping, err := esm.NewSQS(sqsClient, queueURL, invoker(t, ingest), &esm.SQSOptions{PollInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	next := func(what string) webhook.Delivery {
 		t.Helper()
 		select {
@@ -512,6 +550,25 @@ func TestEmulatorWebhookSweep(t *testing.T) {
 			t.Fatalf("no %s at the receiver within 10 s", what)
 		}
 		return webhook.Delivery{}
+	}
+	// tasks returns the kinds of the tasks of batches, checking that
+	// sns-ingest acknowledged every record of each.
+	tasks := func(batches []esm.Batch) []string {
+		t.Helper()
+		var kinds []string
+		for _, b := range batches {
+			if b.Err != nil || len(b.Failed) != 0 || string(b.Response) != `{"batchItemFailures":[]}` {
+				t.Errorf("batch %s: response %s (%v), failed %v; want every record acknowledged", b.Event, b.Response, b.Err, b.Failed)
+			}
+			for _, r := range b.Records {
+				task, err := delivery.ParseTask([]byte(r.Body))
+				if err != nil || task.Topic != "orders" {
+					t.Errorf("queue message %q: %+v, %v; want a task of orders", r.Body, task, err)
+				}
+				kinds = append(kinds, string(task.Kind)+" receive "+r.Attributes["ApproximateReceiveCount"])
+			}
+		}
+		return kinds
 	}
 
 	r := ingest.Invoke(t, snsRecord(t, "reg-1", `{"type":"registry","registry":"events","op":"put","items":[{"name":"order.created","topic":"orders","inputSchema":{"type":"object","properties":{"region":{"type":"string"}}}}]}`))
@@ -538,27 +595,64 @@ func TestEmulatorWebhookSweep(t *testing.T) {
 	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"accepted":1`) {
 		t.Fatalf("the event: %d %s", r.Status, r.Body)
 	}
-	if failNext.Load() {
-		t.Fatal("sns-ingest did not attempt the delivery")
+	// Accepting is not delivering: the ingest enqueued the event's
+	// fan-out and attempted nothing.
+	if !failNext.Load() || len(got) != 0 {
+		t.Fatal("the ingest reached the receiver: it should only enqueue")
 	}
-	w, err := store.GetWebhook(t.Context(), "orders", sub.Result.ID)
-	if err != nil || w.Retry.Seq == 0 || w.Retry.NextAt.IsZero() {
-		t.Fatalf("after the failed attempt the subscription is %+v (%v); want a retry pending", w, err)
-	}
-	// The retry is due in 30 s (webhook.DefaultRetryBase): due now.
-	w.Retry.NextAt = time.Now().Add(-time.Second)
-	if err := store.UpdateWebhook(t.Context(), w); err != nil {
+	b, err := mapping.Poll(t.Context())
+	if err != nil {
 		t.Fatal(err)
 	}
+	if len(b.Records) != 1 || !strings.Contains(b.Records[0].Body, `"k":"fanout"`) || !strings.Contains(b.Records[0].Body, `"s":1`) {
+		t.Fatalf("the queue after the ingest: %s; want one fan-out task of orders at seq 1", b.Event)
+	}
+	first := tasks([]esm.Batch{b})
 
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	batches, err := mapping.Drain(ctx, func() bool { return len(got) > 0 })
+	if err != nil {
+		t.Fatalf("draining the queue: %v (received %q)", err, tasks(batches))
+	}
+	d := next("event")
+	deliveredAt := time.Now()
+	if d.Event == nil || d.Event.Name != "order.created" || !strings.Contains(string(d.Event.Data), `"n":1`) || d.SubscriptionID != sub.Result.ID {
+		t.Errorf("the delivery: %+v, want alice's order.created n=1", d)
+	}
+	// The fan-out's subscription task failed once; its retry is a new
+	// message (received once), not the failed one redelivered, delayed by
+	// the schedule's first delay (1 s and its jitter, rounded up to
+	// whole seconds).
+	if kinds, want := tasks(batches), []string{"subscription receive 1", "subscription receive 1"}; !slices.Equal(kinds, want) {
+		t.Errorf("tasks after the fan-out %q, want %q", kinds, want)
+	}
+	if failNext.Load() {
+		t.Fatal("no attempt failed at the receiver")
+	}
+	gap := deliveredAt.Sub(failedAt)
+	if gap < time.Second || gap > 10*time.Second {
+		t.Errorf("the retry came %v after the failed attempt, want the schedule's 1 s (rounded up to whole seconds)", gap)
+	}
+	t.Logf("the retry delivered %v after the failed attempt", gap.Round(time.Millisecond))
+	w, err := store.GetWebhook(t.Context(), "orders", sub.Result.ID)
+	if err != nil || w.Watermark != 1 || w.Retry.Seq != 0 || !w.Retry.NextAt.IsZero() {
+		t.Errorf("after the delivery the subscription is %+v (%v); want watermark 1, no retry pending", w, err)
+	}
+
+	// The schedule: a fan-out of the one topic, which finds nothing to do.
 	r = ingest.Invoke(t, event(t, "scheduled-event"))
-	var sweep struct {
-		Sweep struct{ Claimed, Delivered int }
+	if r.Status != http.StatusOK || string(r.Body) != `{"sweep":{"topics":1}}` {
+		t.Fatalf("the scheduled sweep: %d %s; want {\"sweep\":{\"topics\":1}}", r.Status, r.Body)
 	}
-	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &sweep) != nil || sweep.Sweep.Delivered != 1 {
-		t.Fatalf("the scheduled sweep: %d %s; want 1 delivered", r.Status, r.Body)
+	batches, err = mapping.Drain(ctx, nil)
+	if err != nil {
+		t.Fatalf("draining the queue after the sweep: %v", err)
 	}
-	if d := next("event"); d.Event == nil || d.Event.Name != "order.created" || !strings.Contains(string(d.Event.Data), `"n":1`) || d.SubscriptionID != sub.Result.ID {
-		t.Errorf("the swept delivery: %+v, want alice's order.created n=1", d)
+	if kinds, want := tasks(batches), []string{"fanout receive 1"}; !slices.Equal(kinds, want) || !slices.Equal(first, want) {
+		t.Errorf("tasks of the ingest %q and of the sweep %q, want %q each", first, kinds, want)
+	}
+	if len(got) != 0 {
+		t.Errorf("the sweep's fan-out delivered %+v again", <-got)
 	}
 }
