@@ -302,3 +302,37 @@ func TestFanOutPages(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryTaskEarly: a retry task that arrives before its retry is due
+// (another process's clock, SQS's whole seconds) waits again for the
+// rest; a fan-out's task for the same subscription is dropped (the retry
+// task exists).
+func TestRetryTaskEarly(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	q := &memQueue{}
+	r := &poolRig{st: st, keys: [][]byte{[]byte("delivery-early-test-key-0123456789ab")}}
+	r.sealer, _ = notify.NewSealer(r.keys, notify.WebhookSealLabel)
+	e, err := New(Options{Store: st.(Store), Queue: q, Sender: webhook.NewSender(webhook.Policy{}), Sealer: r.sealer, CursorKey: r.keys[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.subscribe(t, "early", 1, "https://hooks.example")[0]
+	w, _ := st.(Store).GetWebhook(ctx, "orders", id)
+	w.Retry = notify.WebhookRetry{Seq: 1, Attempts: 1, FirstAt: time.Now(), NextAt: time.Now().Add(700 * time.Millisecond)}
+	if err := st.(Store).UpdateWebhook(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Handle(ctx, Task{Kind: KindSubscription, Topic: "orders", ID: id, Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if len(q.delayed)+len(q.tasks) != 0 {
+		t.Fatalf("a fan-out's early task made %d tasks, want none", len(q.delayed)+len(q.tasks))
+	}
+	if _, err := e.Handle(ctx, Task{Kind: KindSubscription, Topic: "orders", ID: id, Retry: true}); err != nil {
+		t.Fatal(err)
+	}
+	if len(q.delayed) != 1 || !q.delayed[0].Retry || q.delayed[0].Delay <= 0 || q.delayed[0].Delay > 700*time.Millisecond {
+		t.Fatalf("an early retry task made %+v, want one retry task delayed by the rest (at most 700 ms)", q.delayed)
+	}
+}

@@ -7,15 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/mcpush/mcpush/internal/esm"
 	"github.com/mcpush/mcpush/internal/moto"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/delivery"
@@ -23,55 +22,6 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/webhook"
 )
-
-// eventSourceMapping does what Lambda's SQS event-source mapping does
-// for the delivery function, against moto's SQS: it receives up to 10
-// messages, hands them to handle as the SQS event Lambda would, and
-// deletes the records the response does not name as failures (a failed
-// one comes back after its visibility timeout). It returns how many
-// messages it handed over (0: the queue was empty).
-func eventSourceMapping(ctx context.Context, t *testing.T, client *sqs.Client, queueURL string, handle func(context.Context, events.SQSEvent) events.SQSEventResponse) int {
-	t.Helper()
-	out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &queueURL, MaxNumberOfMessages: 10,
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(out.Messages) == 0 {
-		return 0
-	}
-	var ev events.SQSEvent
-	for _, m := range out.Messages {
-		ev.Records = append(ev.Records, events.SQSMessage{
-			MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle), Body: aws.ToString(m.Body),
-			Md5OfBody: aws.ToString(m.MD5OfBody), Attributes: m.Attributes, EventSource: "aws:sqs",
-			EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:delivery", AWSRegion: moto.Region,
-		})
-	}
-	// Through JSON, as the function receives it.
-	raw, _ := json.Marshal(ev)
-	var in events.SQSEvent
-	if err := json.Unmarshal(raw, &in); err != nil {
-		t.Fatal(err)
-	}
-	resp := handle(ctx, in)
-	failed := map[string]bool{}
-	for _, f := range resp.BatchItemFailures {
-		failed[f.ItemIdentifier] = true
-	}
-	var del []types.DeleteMessageBatchRequestEntry
-	for i, m := range out.Messages {
-		if !failed[aws.ToString(m.MessageId)] {
-			del = append(del, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
-		}
-	}
-	if len(del) > 0 {
-		if _, err := client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &queueURL, Entries: del}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return len(out.Messages)
-}
 
 // TestSQSPath: the AWS path on moto (DynamoDB and SQS): an SNS event
 // through the ingest hands one fan-out task to the SQS queue and returns;
@@ -159,25 +109,27 @@ func TestSQSPath(t *testing.T) {
 	if err != nil || attrs.Attributes["ApproximateNumberOfMessages"] != "1" {
 		t.Fatalf("queue after the ingest: %v, %v; want 1 message", attrs.Attributes, err)
 	}
-	handle := func(ctx context.Context, ev events.SQSEvent) events.SQSEventResponse {
+	// Lambda's event-source mapping, mimicked (internal/esm), invoking
+	// the handler with the event's JSON as the function would get it.
+	mapping, err := esm.NewSQS(client, queueURL, func(ctx context.Context, event []byte) ([]byte, error) {
+		var ev events.SQSEvent
+		if err := json.Unmarshal(event, &ev); err != nil {
+			return nil, err
+		}
 		resp, _ := eng.HandleSQS(ctx, ev)
-		return resp
+		return json.Marshal(resp)
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n := eventSourceMapping(ctx, t, client, queueURL, handle)
+	drainCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := mapping.Drain(drainCtx, func() bool {
 		mu.Lock()
-		done := len(got) == len(subs)
-		mu.Unlock()
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s, %d of %d subscriptions got the event", len(got), len(subs))
-		}
-		if n == 0 {
-			time.Sleep(200 * time.Millisecond) // the retry's delay
-		}
+		defer mu.Unlock()
+		return len(got) == len(subs)
+	}); err != nil {
+		t.Fatalf("draining the queue: %v (%d of %d subscriptions got the event)", err, len(got), len(subs))
 	}
 	mu.Lock()
 	for _, id := range subs {

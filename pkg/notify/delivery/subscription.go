@@ -38,6 +38,9 @@ func (e *Engine) deliver(ctx context.Context, t Task, c *Counts) error {
 	}
 	now := e.o.Now()
 	if !due(w, t.Seq, now) {
+		if t.Retry && !w.Status.Suspended && (w.Retry.Seq != 0 || w.Retry.Gap != 0) && w.Retry.NextAt.After(now) {
+			return e.again(ctx, t, w.Retry.NextAt.Sub(now))
+		}
 		return nil
 	}
 	if w.LeaseUntil.After(now) {
@@ -79,13 +82,14 @@ func (e *Engine) deliver(ctx context.Context, t Task, c *Counts) error {
 	if cl.w == nil {
 		return nil // ended by its release (suspended without expiry)
 	}
-	t.sub, t.event, t.Defer = nil, nil, 0
+	t.sub, t.event, t.Defer, t.Retry = nil, nil, 0, false
 	switch {
 	case err != nil:
 		return e.again(ctx, t, time.Second)
 	case more || cl.stopped:
 		return e.again(ctx, t, 0)
 	case (cl.w.Retry.Seq != 0 || cl.w.Retry.Gap != 0) && !cl.w.Status.Suspended:
+		t.Retry = true
 		return e.again(ctx, t, max(0, cl.w.Retry.NextAt.Sub(e.o.Now())))
 	}
 	return nil // done, or suspended until a refresh reactivates it

@@ -48,6 +48,10 @@ type Task struct {
 	// Defer counts how often the task was put back because its
 	// destination was busy (it lengthens the next delay).
 	Defer int `json:"d,omitempty"`
+	// Retry marks a subscription task made for a retry that is due at
+	// its delay: arriving early (another process's clock, a queue's
+	// rounding), it waits again rather than being dropped.
+	Retry bool `json:"r,omitempty"`
 
 	// Delay: not before this long after Enqueue (at most MaxDelay).
 	Delay time.Duration `json:"-"`
