@@ -92,9 +92,9 @@ type Options struct {
 	MaxBatch int
 	// Page is how many subscriptions one fan-out task reads (1 to
 	// notify.MaxWebhookPage, the default).
-	Page int
-	Now      func() time.Time
-	Logger   *slog.Logger
+	Page   int
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Engine runs delivery tasks. Safe for concurrent use.
