@@ -39,8 +39,10 @@ configuration error, 3 the store failed (busy, unreachable, timed out; nothing i
 running the same command again: what went through is then a duplicate).
 Environment (docs/configuration.md; a bad value is a configuration error, exit 2):
   MCPUSH_STORE (default sqlite:.mcpush/mcpush.db), MCPUSH_CREATE_TABLE=1, MCPUSH_FEED_SHARDS
-  MCPUSH_STATE_KEYS or MCPUSH_STATE_KEYS_SECRET (webhook delivery; default the key shared
-  through the store), MCPUSH_WEBHOOK_ALLOW (origins exempt from the webhook checks)
+  MCPUSH_DELIVERY_QUEUE_URL (the SQS queue that takes each event's webhook delivery; unset:
+  the event waits in its topic's log for the local server's delivery pool)
+  MCPUSH_STATE_KEYS or MCPUSH_STATE_KEYS_SECRET, MCPUSH_WEBHOOK_ALLOW,
+  MCPUSH_WEBHOOK_PER_ORIGIN (webhook delivery, in Lambda)
   MCPUSH_REGISTRY_TOOLS (the tools a tools registry item may name)
   MCPUSH_STORE_STATS=DIR (diagnostic: write the store request counts to a file in DIR)
 

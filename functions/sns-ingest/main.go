@@ -2,6 +2,13 @@
 // events, which it appends to their topic's log and pushes to the sessions
 // subscribed to events://<topic>, and changes to the dynamic registries of
 // tools, resources and prompts. See package ingest for the message format.
+// Webhook delivery is handed to a queue (package delivery): with
+// MCPUSH_DELIVERY_QUEUE_URL each event's fan-out is one SQS task.
+//
+// In Lambda the same binary is three functions' handler (template.yaml):
+// SNS events (IngestFunction), the delivery queue's SQS events
+// (DeliveryFunction: delivery.Engine.HandleSQS, answering its batch item
+// failures) and the EventBridge schedule of the repair sweep.
 //
 // In Lambda (AWS_LAMBDA_RUNTIME_API set) it handles events.SNSEvent: an
 // invocation fails when a record was rejected as malformed or failed in
@@ -27,11 +34,12 @@
 //     (create a missing DynamoDB table; local use only) and
 //     MCPUSH_FEED_SHARDS (the DynamoDB change feed's shards, the same as
 //     the servers'), as for the MCP server;
-//   - for webhook delivery, the keys that seal webhook secrets, as for the
-//     MCP server: MCPUSH_STATE_KEYS or MCPUSH_STATE_KEYS_SECRET (a Secrets
-//     Manager secret), else the key shared through the store; and
-//     MCPUSH_WEBHOOK_ALLOW, the origins exempt from the webhook https and
-//     address checks;
+//   - for webhook delivery: MCPUSH_DELIVERY_QUEUE_URL (the SQS queue of
+//     delivery tasks; its endpoint follows AWS_ENDPOINT_URL_SQS); the keys
+//     that seal webhook secrets, as for the MCP server: MCPUSH_STATE_KEYS
+//     or MCPUSH_STATE_KEYS_SECRET (a Secrets Manager secret), else the key
+//     shared through the store; MCPUSH_WEBHOOK_ALLOW, the origins exempt
+//     from the webhook https and address checks; MCPUSH_WEBHOOK_PER_ORIGIN;
 //   - MCPUSH_REGISTRY_TOOLS, the comma-separated tools a tools registry
 //     item may name (default: the event tools), for a server with tools
 //     of its own;

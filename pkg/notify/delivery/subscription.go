@@ -67,7 +67,13 @@ func (e *Engine) deliver(ctx context.Context, t Task, c *Counts) error {
 	}()
 
 	cl := &claim{e: e, w: w, log: e.o.Logger.With("subscription", w.ID, "topic", w.Topic)}
-	if ok, err := cl.take(ctx, t.sub != nil); !ok {
+	if ok, busyUntil, err := cl.take(ctx, t.Seq); !ok {
+		if !busyUntil.IsZero() {
+			// Another process took it (its task may have read the
+			// log before this event): look again when its lease ends.
+			t.sub, t.Defer = nil, 0
+			return e.again(ctx, t, busyUntil.Sub(e.o.Now())+100*time.Millisecond)
+		}
 		return err
 	}
 	c.Claimed++
@@ -111,37 +117,45 @@ func deferDelay(n int) time.Duration {
 	return min(d, 10*time.Second)
 }
 
-// take claims the subscription: a conditional write of its lease. A
-// stale hint (the fan-out's read) is read again once. False when another
-// process has it or it is gone.
-func (cl *claim) take(ctx context.Context, hinted bool) (bool, error) {
+// take claims the subscription: a conditional write of its lease. On a
+// conflict (a stale hint, or another process's write) the record is read
+// again and claimed once more if it is free. False when it is gone or
+// another process has it: then busyUntil is that process's lease end when
+// it might not have seen seq (0: the head the task was made for is not
+// known).
+func (cl *claim) take(ctx context.Context, seq int64) (ok bool, busyUntil time.Time, err error) {
 	e := cl.e
-	for {
-		cl.w.LeaseUntil = e.o.Now().Add(e.o.Lease)
+	for try := 0; ; try++ {
+		lease := e.o.Now().Add(e.o.Lease)
+		before := cl.w.LeaseUntil
+		cl.w.LeaseUntil = lease
 		err := e.o.Store.UpdateWebhook(ctx, cl.w)
 		switch {
 		case err == nil:
-			return true, nil
+			return true, time.Time{}, nil
 		case errors.Is(err, notify.ErrNotFound):
-			return false, nil
+			return false, time.Time{}, nil
 		case !isConflict(err):
-			return false, err
-		case !hinted:
-			return false, nil // another process has it
+			cl.w.LeaseUntil = before
+			return false, time.Time{}, err
+		case try == 1:
+			return false, time.Time{}, nil
 		}
-		hinted = false
 		fresh, err := e.o.Store.GetWebhook(ctx, cl.w.Topic, cl.w.ID)
 		if err != nil {
 			if errors.Is(err, notify.ErrNotFound) {
-				return false, nil
+				return false, time.Time{}, nil
 			}
-			return false, err
-		}
-		now := e.o.Now()
-		if !due(fresh, 0, now) || fresh.LeaseUntil.After(now) {
-			return false, nil
+			return false, time.Time{}, err
 		}
 		cl.w = fresh
+		now := e.o.Now()
+		switch {
+		case !due(fresh, seq, now):
+			return false, time.Time{}, nil
+		case fresh.LeaseUntil.After(now):
+			return false, fresh.LeaseUntil, nil
+		}
 	}
 }
 
