@@ -30,9 +30,9 @@ type origins struct {
 
 type originState struct {
 	inflight int
-	failures int    // consecutive failed attempts
-	waiting  []Task // parked, first come first served
-	keys     map[string]bool
+	failures int     // consecutive failed attempts
+	waiting  []*Task // parked, first come first served
+	keys     map[string]*Task
 }
 
 func newOrigins(per int) *origins { return &origins{per: per, m: map[string]*originState{}} }
@@ -71,15 +71,19 @@ func (o *origins) acquire(rawURL string, t *Task, park bool) (s *slot, parked bo
 	}
 	k := t.key()
 	if st.keys == nil {
-		st.keys = map[string]bool{}
+		st.keys = map[string]*Task{}
 	}
-	if !st.keys[k] {
-		p := *t
-		p.sub, p.Delay = nil, 0 // read afresh when it runs
-		st.waiting = append(st.waiting, p)
-		st.keys[k] = true
-		o.parked++
+	if p := st.keys[k]; p != nil {
+		// Parked already: it now runs for the later head too.
+		*p = mergeTask(*p, *t)
+		p.sub, p.Delay = nil, 0
+		return nil, true
 	}
+	p := *t
+	p.sub, p.Delay = nil, 0 // read afresh when it runs
+	st.waiting = append(st.waiting, &p)
+	st.keys[k] = &p
+	o.parked++
 	return nil, true
 }
 
@@ -113,11 +117,11 @@ func (s *slot) release() []Task {
 	if n > 0 {
 		// Each woken task takes its place when it runs; one that finds
 		// the origin busy again is parked again.
-		wake = append(wake, st.waiting[:n]...)
-		st.waiting = st.waiting[n:]
-		for _, t := range wake {
+		for _, t := range st.waiting[:n] {
+			wake = append(wake, *t)
 			delete(st.keys, t.key())
 		}
+		st.waiting = st.waiting[n:]
 		s.o.parked -= n
 	}
 	if st.inflight <= 0 && st.failures == 0 && len(st.waiting) == 0 {
