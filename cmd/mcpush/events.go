@@ -115,9 +115,9 @@ func cmdEventsPoll(ctx context.Context, e *env, c *common, name string, args []s
 		return writeJSON(e.stdout, res, true)
 	}
 	var last *string
-	err = cs.PollLoop(ctx, p, nil, func(res *mcp.PollEventsResult) error {
+	handle := func(res *mcp.PollEventsResult) error {
 		if res.Truncated {
-			fmt.Fprintln(e.stderr, "mcpush: events were skipped (truncated): the cursor was older than what the server keeps")
+			fmt.Fprintln(e.stderr, "mcpush: events were skipped (truncated): the cursor was older than what the server keeps, or the events older than --max-age/--since")
 		}
 		for _, ev := range res.Events {
 			if err := writeJSON(e.stdout, ev, false); err != nil {
@@ -126,7 +126,21 @@ func cmdEventsPoll(ctx context.Context, e *env, c *common, name string, args []s
 		}
 		last = res.Cursor
 		return nil
-	})
+	}
+	if p.MaxAgeMs != nil {
+		// maxAgeMs bounds where the replay starts, not what follows: a
+		// floor kept on every poll would skip the events that arrive
+		// between two polls once they are older than it.
+		res, err := cs.PollEvents(ctx, &p)
+		if err != nil {
+			return err
+		}
+		if err := handle(res); err != nil {
+			return err
+		}
+		p.Cursor, p.MaxAgeMs = res.Cursor, nil
+	}
+	err = cs.PollLoop(ctx, p, nil, handle)
 	if last != nil {
 		fmt.Fprintln(e.stderr, "cursor: "+*last)
 	}

@@ -239,8 +239,9 @@ func TestPerCommandHelp(t *testing.T) {
 
 // TestEventsMaxAge: --max-age and --since on events poll and stream send
 // maxAgeMs: after a cursor, an event older than that is skipped (and the
-// result says truncated), a newer one returned; without --cursor, with
-// both, or with a bad value they are a usage error (exit 2).
+// result says truncated), a newer one returned; with --follow only the
+// first poll carries it; without --cursor, with both, or with a bad value
+// they are a usage error (exit 2).
 func TestEventsMaxAge(t *testing.T) {
 	ctx := context.Background()
 	srvURL, store := newEventsServer(t, "")
@@ -276,11 +277,31 @@ func TestEventsMaxAge(t *testing.T) {
 			t.Errorf("poll %v: events %v truncated %v; want %v %v", flags, ids, res.Truncated, want, trunc)
 		}
 	}
-	sctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	// --follow: the floor bounds where the replay starts, not what
+	// follows (an event appended later with an old timestamp is printed).
+	fctx, fcancel := context.WithTimeout(ctx, 2500*time.Millisecond)
 	e, out, errb := testEnv(srvURL)
-	code := run(sctx, []string{"events", "stream", "order.created", "--cursor", *first.Cursor, "--max-age", "1h"}, e)
+	done := make(chan int)
+	go func() {
+		done <- run(fctx, []string{"events", "poll", "order.created", "--follow", "--cursor", *first.Cursor, "--max-age", "1h"}, e)
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if _, _, err := store.AppendTopicEvent(ctx, "orders", "age-late", now.Add(-3*time.Hour), json.RawMessage(`{"region":"eu","n":9}`)); err != nil {
+		t.Fatal(err)
+	}
+	code := <-done
+	fcancel()
+	late := mcp.EventID("order.created", "age-late")
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); code != 130 || len(lines) != 2 || !strings.Contains(lines[0], recent) || !strings.Contains(lines[1], late) {
+		t.Errorf("poll --follow --max-age 1h: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+
+	// The stream from the same cursor: both old events are skipped now.
+	sctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	e, out, errb = testEnv(srvURL)
+	code = run(sctx, []string{"events", "stream", "order.created", "--cursor", *first.Cursor, "--max-age", "1h"}, e)
 	cancel()
-	if code != 130 || !strings.Contains(out.String(), recent) || strings.Contains(out.String(), old) || !strings.Contains(errb.String(), "truncated") {
+	if code != 130 || !strings.Contains(out.String(), recent) || strings.Contains(out.String(), late) || strings.Contains(out.String(), old) || !strings.Contains(errb.String(), "truncated") {
 		t.Errorf("stream --max-age 1h: exit %d, stdout %q, stderr %q", code, out, errb)
 	}
 

@@ -47,7 +47,7 @@ func cmdEventsStream(ctx context.Context, e *env, c *common, name string, args [
 		}
 		switch {
 		case m.Kind == "active" && m.Truncated:
-			fmt.Fprintln(e.stderr, "mcpush: events were skipped (truncated): the cursor was older than what the server keeps")
+			fmt.Fprintln(e.stderr, "mcpush: events were skipped (truncated): the cursor was older than what the server keeps, or the events older than --max-age/--since")
 		case m.Kind == "event" && asJSON:
 			return writeJSON(e.stdout, m.Event, false)
 		case m.Kind == "event":
