@@ -44,77 +44,6 @@ type env struct {
 // main's default MCPUSH_ADDR) when neither --url nor MCPUSH_URL is set.
 const defaultURL = "http://127.0.0.1:8080/mcp"
 
-const usage = `usage: mcpush [flags] COMMAND [flags] [args] [-- args]
-
-commands:
-  tools [--json]              list the server's tools (--json: as the server lists them)
-  call NAME [key=value ...]   call a tool and print its structured content as JSON
-                              (key:=JSON passes a raw JSON value); a tool the server
-                              runs as a task (--protocol 2026) is waited for, its
-                              status on stderr; --no-wait prints the task id instead
-  task get|cancel ID          print a task as JSON, or cancel it (protocol 2026)
-  watch [--topic T ...]       subscribe to events://T and print events and list_changed
-        [--json]              as they arrive (one JSON object per line with --json)
-  events list [--json]        list the server's event types (the Events extension)
-  events poll NAME [key=value ...] [--cursor C] [--max-events N] [--follow]
-                              poll an event type (arguments filter on the events'
-                              data) and print the result as JSON; without --cursor
-                              from now; --follow polls until interrupted, one JSON
-                              line per event, then prints the cursor to resume from
-  events stream NAME [key=value ...] [--arg key=value] [--cursor C] [--json]
-                              hold a push stream of an event type (events/stream)
-                              and print each event as one line (timestamp, name,
-                              eventId, data, cursor; --json: one JSON line) until
-                              interrupted; reconnects from the last cursor when the
-                              server ends the stream, then prints the cursor
-  events subscribe NAME [key=value ...] --callback URL [--secret whsec_...] [--ttl D|none] [--cursor C]
-                              subscribe a webhook to an event type (events/subscribe;
-                              needs an authenticated principal) and print the
-                              result (id, refreshBefore, cursor, deliveryStatus);
-                              without --secret (or $MCPUSH_WEBHOOK_SECRET) one is
-                              generated and printed on stderr; the same command
-                              again refreshes it
-  events unsubscribe NAME [key=value ...] --callback URL
-                              end that webhook subscription (events/unsubscribe)
-  events receive --listen ADDR --secret whsec_... [--json]
-                              a local webhook receiver: answers the verification
-                              handshake, verifies every delivery's signature (401
-                              if it does not), prints each event as one line
-                              (subscription, timestamp, name, eventId, data,
-                              cursor; --json: one JSON line per delivery) until
-                              interrupted; --secret is repeatable (a rotation),
-                              else $MCPUSH_WEBHOOK_SECRET
-  publish --topic-arn ARN --message M [--endpoint-url URL] [--region R]
-                              publish to an SNS topic
-  login [--client-id ID [--client-secret S]] [--scope S] [--port P] [--redirect-host H]
-                              sign in to an OAuth-protected server: in the browser
-                              (authorization code with PKCE), or with --client-secret
-                              as a machine (client credentials); the other commands
-                              then use the kept token (refreshed as it expires);
-                              --redirect-host: the loopback redirect's host
-                              (default 127.0.0.1; localhost where a client was
-                              registered with it)
-  help                        print this help
-
-Flags go anywhere after mcpush: before or after the command, the tool name
-and the tool arguments; -- ends the flags (what follows are arguments).
-
-flags of the MCP commands:
-  --url URL          the MCP endpoint (default $MCPUSH_URL, else the local
-                     server http://127.0.0.1:8080/mcp)
-  --header 'K: V'    an HTTP header for every request (repeatable), e.g.
-                     --header 'Authorization: Bearer TOKEN'
-  --sigv4            sign requests with AWS SigV4 (IAM-protected Function URLs),
-                     credentials from the default chain
-  --region R         the region for --sigv4 (default: from the AWS configuration)
-  --service S        the service for --sigv4 (default lambda)
-  --protocol P       2025 (initialize, sessions; the default), 2026 (2026-07-28:
-                     server/discover, subscriptions/listen) or auto (2026, else 2025)
-  --timeout D        tools, call: give up after D (e.g. 30s, 5m; default: none)
-  --idle-timeout D   resume a stream on which nothing arrived for D (default 60s)
-  -v                 log the client's warnings and reconnections to stderr
-`
-
 // common are the flags every MCP command takes.
 type common struct {
 	url     string
@@ -181,7 +110,12 @@ func run(ctx context.Context, args []string, e *env) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(e.stderr, "mcpush: %v\nrun 'mcpush help' for usage\n", err)
+		fmt.Fprintf(e.stderr, "mcpush: %v\n", err)
+		if h := hint(err); h != "" {
+			fmt.Fprintf(e.stderr, "hint: %s\n", h)
+		} else {
+			fmt.Fprintln(e.stderr, "run 'mcpush help' for usage")
+		}
 		return 2
 	case ctx.Err() != nil:
 		// Interrupted (ctx is cancelled by SIGINT or SIGTERM only),
@@ -198,8 +132,13 @@ func run(ctx context.Context, args []string, e *env) int {
 }
 
 // hint is what to do about err, for the errors a newcomer meets: a server
-// that wants a login, a capability the server needs, an unknown tool.
+// that wants a login, a capability the server needs, an unknown tool, and
+// the hints a command attached (hinted).
 func hint(err error) string {
+	var h *hinted
+	if errors.As(err, &h) {
+		return h.hint
+	}
 	var he *mcp.HTTPError
 	if errors.As(err, &he) && he.Status == http.StatusUnauthorized {
 		return "the server wants a login: run 'mcpush login --url URL' (docs/auth.md), or pass --header 'Authorization: Bearer TOKEN'"
@@ -215,6 +154,16 @@ func hint(err error) string {
 	}
 	return ""
 }
+
+// hinted is an error with what to do about it, which run prints after it
+// as "hint: ...".
+type hinted struct {
+	err  error
+	hint string
+}
+
+func (h *hinted) Error() string { return h.err.Error() }
+func (h *hinted) Unwrap() error { return h.err }
 
 func runErr(ctx context.Context, args []string, e *env) error {
 	c := &common{url: e.url, service: "lambda"}
@@ -233,8 +182,7 @@ func runErr(ctx context.Context, args []string, e *env) error {
 	}
 	cmd, rest := global.Arg(0), global.Args()[1:]
 	if cmd == "help" {
-		fmt.Fprint(e.stdout, usage)
-		return nil
+		return writeHelp(e.stdout, rest)
 	}
 	fs := flag.NewFlagSet("mcpush "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -242,7 +190,13 @@ func runErr(ctx context.Context, args []string, e *env) error {
 	// parseCmd parses the command's flags wherever they stand and returns
 	// its arguments; with none set, the URL is the local server's.
 	parseCmd := func(maxArgs int) ([]string, error) {
-		pos, err := parse(fs, rest, e)
+		pos, err := parse(fs, rest)
+		if errors.Is(err, flag.ErrHelp) {
+			if herr := writeHelp(e.stdout, global.Args()); herr != nil {
+				return nil, herr
+			}
+			return nil, err
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -291,7 +245,10 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		fs.Var(&sf.args, "arg", "events stream: an argument key=value (repeatable; the same as a positional key=value)")
 		rf := &receiveFlags{}
 		fs.StringVar(&rf.listen, "listen", "", "events receive: the address to receive webhooks on (e.g. 127.0.0.1:9000)")
-		fs.Var(&rf.secrets, "secret", "events receive: a whsec_ secret deliveries are signed with (repeatable)")
+		fs.Var(&rf.secrets, "secret", "events receive: a whsec_ secret deliveries are signed with (repeatable); events subscribe: the receiver's secret")
+		af := &ageFlags{}
+		fs.StringVar(&af.maxAge, "max-age", "", "events poll, stream, subscribe: skip the events after --cursor older than this (e.g. 10m)")
+		fs.StringVar(&af.since, "since", "", "events poll, stream, subscribe: skip the events after --cursor before this RFC 3339 time")
 		subf := &subscribeFlags{}
 		fs.StringVar(&subf.callback, "callback", "", "events subscribe, unsubscribe: the webhook URL events are POSTed to")
 		fs.StringVar(&subf.ttl, "ttl", "", "events subscribe: the lifetime to ask for (e.g. 1h; none: no expiry; default: the server's)")
@@ -299,7 +256,17 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		if err != nil {
 			return err
 		}
+		if len(pos) >= 1 && (pos[0] == "poll" || pos[0] == "stream" || pos[0] == "subscribe") {
+			if sf.maxAgeMs, err = af.maxAgeMs(sf.cursor, time.Now()); err != nil {
+				return err
+			}
+		} else if af.maxAge != "" || af.since != "" {
+			return fmt.Errorf("%w: --max-age and --since are for events poll, stream and subscribe", errUsage)
+		}
 		switch {
+		case len(pos) == 1 && pos[0] == "secret":
+			_, err := fmt.Fprintln(e.stdout, mcp.NewWebhookSecret())
+			return err
 		case len(pos) >= 2 && pos[0] == "subscribe":
 			secret := e.webhookSecret
 			if len(rf.secrets) > 0 {
@@ -317,13 +284,13 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		case len(pos) >= 2 && pos[0] == "stream":
 			return cmdEventsStream(ctx, e, c, pos[1], pos[2:], sf, *asJSON)
 		case len(pos) >= 2 && pos[0] == "poll":
-			f.cursor = sf.cursor
+			f.cursor, f.maxAgeMs = sf.cursor, sf.maxAgeMs
 			if f.follow {
 				return cmdEventsPoll(ctx, e, c, pos[1], pos[2:], f)
 			}
 			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsPoll(ctx, e, c, pos[1], pos[2:], f) })
 		}
-		return fmt.Errorf("%w: events takes list, poll NAME [key=value ...], stream NAME [key=value ...], subscribe|unsubscribe NAME [key=value ...] --callback URL, or receive --listen ADDR --secret SECRET", errUsage)
+		return fmt.Errorf("%w: events takes list, poll NAME [key=value ...], stream NAME [key=value ...], subscribe|unsubscribe NAME [key=value ...] --callback URL, receive --listen ADDR, or secret ('mcpush help events')", errUsage)
 	case "watch":
 		var topics topicsFlag
 		fs.Var(&topics, "topic", "a topic to subscribe to (repeatable)")
@@ -364,7 +331,7 @@ func runErr(ctx context.Context, args []string, e *env) error {
 // k=v". A "--" that is not a flag's value ends the flags; everything after
 // it is an argument ("call NAME -- -k=v"). Every flag registered on fs,
 // the common ones included, is accepted in every position.
-func parse(fs *flag.FlagSet, args []string, e *env) ([]string, error) {
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	end := len(args) // index of the "--" that ends the flags
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -381,8 +348,7 @@ func parse(fs *flag.FlagSet, args []string, e *env) ([]string, error) {
 	for {
 		if err := fs.Parse(flags); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprint(e.stdout, usage)
-				return nil, err
+				return nil, err // the caller prints the command's help
 			}
 			return nil, fmt.Errorf("%w: %v", errUsage, err)
 		}

@@ -109,8 +109,7 @@ func TestParseInterspersed(t *testing.T) {
 		c := &common{}
 		c.register(fs)
 		msg := fs.String("msg", "", "")
-		e, _, _ := testEnv("")
-		got, err := parse(fs, tc.args, e)
+		got, err := parse(fs, tc.args)
 		if err != nil {
 			t.Errorf("parse(%q): %v", tc.args, err)
 			continue

@@ -6,11 +6,13 @@
 //	mcpush watch [--topic T ...] [--json]
 //	mcpush publish --topic-arn ARN --message M [--endpoint-url URL]
 //	mcpush login [--client-id ID [--client-secret S]]
+//	mcpush events list|poll|stream|subscribe|unsubscribe|receive|secret ...
 //
 // The server URL comes from --url or MCPUSH_URL, else it is the local
 // server, http://127.0.0.1:8080/mcp. Flags go anywhere after mcpush; --
-// ends them. Run mcpush -h for the flags. This main only reads the environment and wires; cli.go does the
-// work.
+// ends them. Run mcpush -h for the commands and flags, mcpush help COMMAND
+// (or COMMAND --help) for one command's (help.go). This main only reads
+// the environment and wires; cli.go does the work.
 package main
 
 import (

@@ -34,7 +34,7 @@ func startReceive(t *testing.T, e *env, args ...string) (string, func() int) {
 // TestEventsReceive: `mcpush events receive` answers the verification
 // handshake, prints a verified event as one line (or one JSON line per
 // delivery with --json), refuses a delivery signed with another secret
-// (401, not printed), accepts either secret of a rotation, and exits 130
+// (401, not printed; stderr says the signature did not verify), accepts either secret of a rotation, and exits 130
 // when interrupted.
 func TestEventsReceive(t *testing.T) {
 	const s1 = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -77,8 +77,11 @@ func TestEventsReceive(t *testing.T) {
 		if code := stop(); code != 130 {
 			t.Errorf("interrupted: exit %d: %s", code, errb)
 		}
-		if !strings.Contains(errb.String(), "MCPUSH_WEBHOOK_ALLOW=http://"+u.Host) {
-			t.Errorf("stderr does not say what to allow: %s", errb)
+		if !strings.Contains(errb.String(), "MCPUSH_WEBHOOK_ALLOW=http://"+u.Host+" where the server AND sns-ingest run") || !strings.Contains(errb.String(), "MCPUSH_AUTH=oauth or iam") {
+			t.Errorf("stderr does not say what to allow where, and that webhooks need auth: %s", errb)
+		}
+		if !strings.Contains(errb.String(), "answered 401 to a delivery of subscription sub_1: signature did not verify (wrong --secret?)") {
+			t.Errorf("stderr does not report the refused delivery: %s", errb)
 		}
 		got := out.String()
 		if strings.Contains(got, "\x1b") || strings.Contains(got, s1) || strings.Contains(errb.String(), s1) {
@@ -119,12 +122,11 @@ func TestEventsReceive(t *testing.T) {
 	}
 }
 
-// TestEventsReceiveUsage: no --listen, no secret, or a bad secret is a
-// usage error that does not echo the secret.
+// TestEventsReceiveUsage: no --listen or a bad secret is a usage error
+// that does not echo the secret.
 func TestEventsReceiveUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"events", "receive", "--secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
-		{"events", "receive", "--listen", "127.0.0.1:0"},
 		{"events", "receive", "--listen", "127.0.0.1:0", "--secret", "whsec_c2VjcmV0LXZhbHVl"},
 	} {
 		e, _, errb := testEnv("")

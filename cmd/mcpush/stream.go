@@ -11,12 +11,14 @@ import (
 
 // streamFlags are the flags of mcpush events stream.
 type streamFlags struct {
-	cursor string
-	args   stringsFlag // --arg key=value, as a positional key=value
+	cursor   string
+	maxAgeMs *int64      // --max-age or --since (ageFlags)
+	args     stringsFlag // --arg key=value, as a positional key=value
 }
 
 // cmdEventsStream holds a push subscription to event type name
-// (events/stream) until interrupted: from --cursor, else from now, with
+// (events/stream) until interrupted: from --cursor (past the events older
+// than --max-age or --since, if given), else from now, with
 // the arguments args (key=value, key:=JSON, typed by the event type's
 // inputSchema). It prints each event as one line (timestamp, name,
 // eventId, data, cursor; escaped as events receive does) or, with
@@ -37,6 +39,7 @@ func cmdEventsStream(ctx context.Context, e *env, c *common, name string, args [
 	if f.cursor != "" {
 		p.Cursor = &f.cursor
 	}
+	p.MaxAgeMs = f.maxAgeMs
 	var last *string
 	err = cs.StreamEvents(ctx, p, nil, func(m *mcp.EventStreamMessage) error {
 		if m.Cursor != nil {
@@ -44,7 +47,7 @@ func cmdEventsStream(ctx context.Context, e *env, c *common, name string, args [
 		}
 		switch {
 		case m.Kind == "active" && m.Truncated:
-			fmt.Fprintln(e.stderr, "mcpush: events were skipped (truncated): the cursor was older than what the server keeps")
+			fmt.Fprintln(e.stderr, "mcpush: events were skipped (truncated): the cursor was older than what the server keeps, or the events older than --max-age/--since")
 		case m.Kind == "event" && asJSON:
 			return writeJSON(e.stdout, m.Event, false)
 		case m.Kind == "event":

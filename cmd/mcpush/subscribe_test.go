@@ -24,10 +24,11 @@ func (principalHeader) Authenticate(r *http.Request) (string, error) {
 
 // TestEventsSubscribeCommands: `events subscribe` (both eras) with a
 // given secret prints the subscription (id, refreshBefore, cursor); the
-// same again refreshes it (same id, deliveryStatus); without --secret one
-// is generated and printed on stderr, never on stdout; --ttl none asks
+// same again refreshes it (same id, deliveryStatus); the secret may come
+// from $MCPUSH_WEBHOOK_SECRET, and is never printed; --ttl none asks
 // for no expiry; `events unsubscribe` ends it, and a second one is
-// NotFound; without a principal the server refuses (Forbidden).
+// NotFound; without a principal the server refuses (Forbidden, with a
+// hint).
 func TestEventsSubscribeCommands(t *testing.T) {
 	ctx := context.Background()
 	store, err := sqlitestore.New(filepath.Join(t.TempDir(), "mcpush.db"), nil)
@@ -73,11 +74,12 @@ func TestEventsSubscribeCommands(t *testing.T) {
 		}
 
 		e, out, errb = testEnv(ts.URL)
+		e.webhookSecret = secret
 		if code := run(ctx, append(as, "events", "subscribe", "order.created", "--callback", hook.URL, "--ttl", "none"), e); code != 0 {
-			t.Fatalf("%s: events subscribe (generated secret): exit %d: %s", proto, code, errb)
+			t.Fatalf("%s: events subscribe ($MCPUSH_WEBHOOK_SECRET): exit %d: %s", proto, code, errb)
 		}
-		if !strings.Contains(errb.String(), "secret: whsec_") || strings.Contains(out.String(), "whsec_") || !strings.Contains(out.String(), `"refreshBefore": null`) {
-			t.Errorf("%s: generated secret: stdout %q, stderr %q", proto, out.String(), errb.String())
+		if strings.Contains(out.String()+errb.String(), "whsec_") || !strings.Contains(out.String(), `"refreshBefore": null`) {
+			t.Errorf("%s: --ttl none: stdout %q, stderr %q", proto, out.String(), errb.String())
 		}
 
 		e, out, errb = testEnv(ts.URL)
@@ -89,7 +91,7 @@ func TestEventsSubscribeCommands(t *testing.T) {
 			t.Errorf("%s: a second unsubscribe: exit %d: %s", proto, code, errb)
 		}
 		e, _, errb = testEnv(ts.URL)
-		if code := run(ctx, []string{"--protocol", proto, "events", "subscribe", "order.created", "--callback", hook.URL}, e); code == 0 || !strings.Contains(errb.String(), "Forbidden") {
+		if code := run(ctx, []string{"--protocol", proto, "events", "subscribe", "order.created", "--callback", hook.URL, "--secret", secret}, e); code == 0 || !strings.Contains(errb.String(), "Forbidden") || !strings.Contains(errb.String(), "hint: webhooks need a server with authentication") {
 			t.Errorf("%s: anonymous subscribe: exit %d: %s", proto, code, errb)
 		}
 	}

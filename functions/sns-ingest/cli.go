@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -113,6 +114,7 @@ func run(ctx context.Context, args []string, e *env) int {
 		e.logger.Error("sns-ingest: configuration", "err", err)
 		return exitUsage
 	}
+	fresh := newSQLiteFile(c.store.Spec)
 	store, err := openStore(ctx, c.store, e.logger)
 	if err != nil {
 		e.logger.Error("sns-ingest: opening the store", "err", err)
@@ -122,6 +124,12 @@ func run(ctx context.Context, args []string, e *env) int {
 		return exitUsage
 	}
 	defer store.Close()
+	if fresh {
+		// A typo'd path, or another working directory (a relative path
+		// is relative to it), writes to a store no server reads.
+		e.logger.Warn("sns-ingest: created a new, empty store: a server sees these messages only if its MCPUSH_STORE names this same file (a relative path is relative to the current directory)",
+			"store", storeconfig.Describe(c.store.Spec))
+	}
 
 	// Webhook delivery is not this command's: with a queue
 	// (MCPUSH_DELIVERY_QUEUE_URL) it hands each event's fan-out to it,
@@ -221,4 +229,15 @@ func newUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// newSQLiteFile reports whether spec is a SQLite store whose file does not
+// exist yet: opening it creates a new, empty store.
+func newSQLiteFile(spec string) bool {
+	path, ok := strings.CutPrefix(spec, "sqlite:")
+	if !ok || path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return false
+	}
+	_, err := os.Stat(path)
+	return errors.Is(err, fs.ErrNotExist)
 }

@@ -23,7 +23,9 @@
 // The CLI prints one line of JSON, the ingest.Summary, and exits 0 when
 // every record went through, 1 when a record was rejected as malformed, 2
 // on a usage or configuration error, 3 when the store failed (busy,
-// unreachable, timed out: running the same command again is safe). Logs are JSON on stderr in both modes.
+// unreachable, timed out: running the same command again is safe). Logs are JSON on stderr in both modes;
+// the CLI logs a warning when its SQLite file did not exist (a new, empty
+// store, which no server reads unless its MCPUSH_STORE names that file).
 //
 // Environment (docs/configuration.md), read and checked before the store
 // is opened; a bad value is an init error in Lambda and exit 2 in the
