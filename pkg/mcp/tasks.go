@@ -476,8 +476,8 @@ func (s *Server) maybeTask(ctx context.Context, ss *ServerSession, m *Message) (
 	s.mu.RLock()
 	t := s.tools[p.Name]
 	s.mu.RUnlock()
-	if t == nil || t.tool.Execution == nil {
-		return nil, false, nil
+	if t == nil || t.tool.Execution == nil || !s.permitsTool(ctx, ActionToolsCall, p.Name, nil) {
+		return nil, false, nil // callTool answers (a forbidden tool: as an unknown one)
 	}
 	support := t.tool.Execution.TaskSupport
 	if support != TaskOptional && support != TaskRequired {

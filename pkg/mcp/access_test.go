@@ -1,0 +1,396 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/internal/testutil"
+	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/webhook"
+)
+
+// tenantClaims are the callers of the access tests, by the name they
+// send in X-Principal (standing for a bearer token the OAuth validator
+// would decode: pkg/oauth's TestAuthenticateClaims covers that part).
+var tenantClaims = map[string]notify.Claims{
+	"alice": {"scope": "openid incidents:read", "team": "a", "cognito:groups": []any{"oncall"}},
+	"bob":   {"scp": []any{"incidents:read"}, "team": "b", "cognito:groups": []any{"sre", "dev"}},
+	"carol": {"scope": "openid", "team": "a", "cognito:groups": []any{"oncall"}}, // without the scope
+}
+
+// claimsAuth is a ClaimsAuthenticator over tenantClaims: an unknown
+// name is refused (401).
+type claimsAuth struct{}
+
+func (a claimsAuth) Authenticate(r *http.Request) (string, error) {
+	p, _, _, err := a.AuthenticateClaims(r)
+	return p, err
+}
+
+func (claimsAuth) AuthenticateClaims(r *http.Request) (string, time.Time, notify.Claims, error) {
+	name := r.Header.Get("X-Principal")
+	c, ok := tenantClaims[name]
+	if !ok {
+		return "", time.Time{}, nil, fmt.Errorf("%w: unknown caller %q", mcp.ErrUnauthorized, name)
+	}
+	return "https://issuer.example#" + name, time.Time{}, c, nil
+}
+
+// accessTypes are the event types and tools items of the access tests,
+// on topics suffixed with sfx:
+//   - incident.created: scope incidents:read, team bound (each tenant
+//     sees its own team's incidents);
+//   - audit.a: team a only;
+//   - news: no rule;
+//   - tool echo: team a only.
+func accessTypes(sfx string) (events, tools map[string]json.RawMessage) {
+	events = map[string]json.RawMessage{}
+	for _, it := range []notify.EventItem{
+		{Name: "incident.created", Topic: "incidents" + sfx, InputSchema: json.RawMessage(`{"type":"object","properties":{"team":{"type":"string"},"severity":{"type":"string"}}}`),
+			Access: &notify.Access{Scopes: []string{"incidents:read"}, Bind: map[string]string{"team": "team"}}},
+		{Name: "audit.a", Topic: "audit" + sfx, Access: &notify.Access{Claims: map[string][]string{"team": {"a"}}}},
+		{Name: "news", Topic: "news" + sfx},
+	} {
+		events[it.Name], _ = json.Marshal(it.WithDefaults())
+	}
+	tools = map[string]json.RawMessage{}
+	tools["echo"], _ = json.Marshal(notify.ToolItem{Name: "echo", Access: &notify.Access{Claims: map[string][]string{"team": {"a"}}}})
+	return events, tools
+}
+
+// accessServer serves st with claimsAuth, the Events extension and
+// webhooks to allow, and the tools echo and open.
+func accessServer(t *testing.T, st mcp.Store, allow string) string {
+	t.Helper()
+	pol := webhook.Policy{}
+	if allow != "" {
+		a, err := webhook.ParseAllow(allow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pol.Allow = a
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "access", Version: "1"}, st, &mcp.ServerOptions{
+		DynamicRegistries: true, Events: true, RegistryRefresh: 20 * time.Millisecond,
+		StateKeys: [][]byte{[]byte("access-test-key-0123456789abcdef0123")},
+		Webhooks:  &mcp.WebhookOptions{Sender: webhook.NewSender(pol)},
+	})
+	for _, name := range []string{"echo", "open"} {
+		srv.AddTool(&mcp.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name}}}, nil
+		})
+	}
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, Authenticator: claimsAuth{}, KeepAlive: time.Hour})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.Close(); h.Close() })
+	return ts.URL
+}
+
+// caller makes requests as one principal in one era (a 2025-era session
+// of its own, or 2026-era requests).
+type caller struct {
+	t         *testing.T
+	url, name string
+	sid       string // 2025 era
+}
+
+func newCaller(t *testing.T, url, name, era string) *caller {
+	c := &caller{t: t, url: url, name: name}
+	if era == "2025" {
+		resp := testutil.Post(t, nil, url, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "X-Principal", name)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if c.sid = resp.Header.Get("Mcp-Session-Id"); c.sid == "" {
+			t.Fatalf("initialize as %s: %d, no session", name, resp.StatusCode)
+		}
+	}
+	return c
+}
+
+// call makes a request of method with params (members of the params
+// object, or "").
+func (c *caller) call(method, params string) *rpcReply {
+	c.t.Helper()
+	var body string
+	hdr := []string{"X-Principal", c.name}
+	tool := toolName(method, params)
+	if c.sid == "" {
+		if params != "" {
+			params += ","
+		}
+		body = `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{` + params + meta2026(`{}`) + `}}`
+		hdr = append(hdr, headers2026(method, tool)...)
+	} else {
+		body = `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{` + params + `}}`
+		hdr = append(hdr, "Mcp-Protocol-Version", "2025-11-25")
+	}
+	_, r := call2026With(c.t, nil, c.url, body, append(hdr, sessionHeader(c.sid)...)...)
+	return r
+}
+
+// toolName is the Mcp-Name of a tools/call with params.
+func toolName(method, params string) string {
+	if method != "tools/call" {
+		return ""
+	}
+	var p struct{ Name string }
+	json.Unmarshal([]byte("{"+params+"}"), &p)
+	return p.Name
+}
+
+func sessionHeader(sid string) []string {
+	if sid == "" {
+		return nil
+	}
+	return []string{"Mcp-Session-Id", sid}
+}
+
+// names returns the names of the result's list member.
+func names(r *rpcReply, member string) []string {
+	var out []string
+	list, _ := r.Result[member].([]any)
+	for _, it := range list {
+		m, _ := it.(map[string]any)
+		out = append(out, fmt.Sprint(m["name"]))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// refusal is the code and data of an error, to compare two refusals.
+func refusal(r *rpcReply) string {
+	if r.Error == nil {
+		return "no error"
+	}
+	return fmt.Sprintf("%d %s", r.Error.Code, r.Error.Data)
+}
+
+// TestAccessTenants: two tenants (team a, team b) and a caller without
+// the scope, on both stores and in both eras: events/list shows each
+// only its types; events/poll, events/stream and events/subscribe refuse
+// the others with Forbidden, alike for an unknown type, and change no
+// stored state; bound arguments are filled in, and one naming another
+// team is Forbidden, so each tenant polls only its own team's events;
+// a webhook subscription records the claims it was granted on (never
+// more) and a grant of no expiry is capped at the 24 h ceiling; tools/list
+// hides a tool of team a from the others, and their tools/call is
+// answered as for an unknown tool.
+func TestAccessTenants(t *testing.T) {
+	for _, hs := range clockedStores(t, time.Now) {
+		t.Run(hs.name, func(t *testing.T) {
+			ctx := context.Background()
+			secret := newWhsec(32)
+			parsed, _ := webhook.ParseSecret(secret)
+			recv := &webhook.Receiver{Secrets: func(string) []webhook.Secret { return []webhook.Secret{parsed} }, Handle: func(webhook.Delivery) error { return nil }}
+			hook := httptest.NewServer(recv)
+			defer hook.Close()
+			st := hs.open(t)
+			ws := st.(webhookStore)
+			url := accessServer(t, st, hook.URL)
+			sfx := "-" + hs.name
+			events, tools := accessTypes(sfx)
+			if _, _, err := st.ApplyRegistry(ctx, notify.RegistryEvents, notify.OpPut, events, "ev"+sfx); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := st.ApplyRegistry(ctx, notify.RegistryTools, notify.OpPut, tools, "tl"+sfx); err != nil {
+				t.Fatal(err)
+			}
+			// An unknown caller is refused before anything (the negative test of claimsAuth).
+			if resp, _ := testutil.PostRead(t, nil, url, "", `{"jsonrpc":"2.0","id":1,"method":"events/list","params":{`+meta2026(`{}`)+`}}`, append(headers2026("events/list", ""), "X-Principal", "mallory")...); resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("unknown caller: %d, want 401", resp.StatusCode)
+			}
+			for _, era := range []string{"2025", "2026"} {
+				t.Run(era, func(t *testing.T) {
+					alice, bob, carol := newCaller(t, url, "alice", era), newCaller(t, url, "bob", era), newCaller(t, url, "carol", era)
+					for c, want := range map[*caller][]string{
+						alice: {"audit.a", "incident.created", "news"},
+						bob:   {"incident.created", "news"},
+						carol: {"audit.a", "news"}, // team a, without the scope
+					} {
+						if got := names(c.call("events/list", ""), "events"); !slices.Equal(got, want) {
+							t.Errorf("events/list as %s: %v, want %v", c.name, got, want)
+						}
+					}
+					for c, want := range map[*caller][]string{alice: {"echo", "open"}, bob: {"open"}, carol: {"echo", "open"}} {
+						if got := names(c.call("tools/list", ""), "tools"); !slices.Equal(got, want) {
+							t.Errorf("tools/list as %s: %v, want %v", c.name, got, want)
+						}
+					}
+
+					// Refusals: Forbidden, alike for an unknown type, nothing stored.
+					before := snapshot(t, ws, "incidents"+sfx) + snapshot(t, ws, "audit"+sfx)
+					unknown := refusal(carol.call("events/poll", `"name":"no.such.type","cursor":null`))
+					if !strings.HasPrefix(unknown, fmt.Sprint(mcp.CodeForbidden)) {
+						t.Fatalf("poll of an unknown type: %s, want Forbidden", unknown)
+					}
+					sub := func(name, args string) string {
+						return `"name":"` + name + `","arguments":` + args + `,"delivery":{"url":"` + hook.URL + `","secret":"` + secret + `"},"ttlMs":null`
+					}
+					for _, tc := range []struct {
+						who           *caller
+						method, param string
+					}{
+						{carol, "events/poll", `"name":"incident.created","cursor":null`},
+						{bob, "events/poll", `"name":"audit.a","cursor":null`},
+						{alice, "events/poll", `"name":"incident.created","arguments":{"team":"b"},"cursor":null`},
+						{bob, "events/poll", `"name":"incident.created","arguments":{"team":"a"},"cursor":null`},
+						{carol, "events/subscribe", sub("incident.created", `{}`)},
+						{bob, "events/subscribe", sub("audit.a", `{}`)},
+						{bob, "events/subscribe", sub("no.such.type", `{}`)},
+						{alice, "events/subscribe", sub("incident.created", `{"team":"b"}`)},
+						{carol, "events/unsubscribe", sub("incident.created", `{}`)},
+					} {
+						r := tc.who.call(tc.method, tc.param)
+						if got := refusal(r); got != unknown {
+							t.Errorf("%s %s %s: %s, want %s (as an unknown type)", tc.who.name, tc.method, tc.param, got, unknown)
+						}
+					}
+					for _, tc := range []struct {
+						who    *caller
+						params string
+					}{
+						{carol, `"name":"incident.created","cursor":null`},
+						{bob, `"name":"audit.a","cursor":null`},
+						{alice, `"name":"incident.created","arguments":{"team":"b"},"cursor":null`},
+						{carol, `"name":"no.such.type","cursor":null`},
+					} {
+						resp := openAccessStream(t, ctx, tc.who, "s", tc.params)
+						var m struct {
+							Error *mcp.Error `json:"error"`
+						}
+						err := json.NewDecoder(resp.Body).Decode(&m)
+						resp.Body.Close()
+						if err != nil || m.Error == nil || fmt.Sprintf("%d %s", m.Error.Code, m.Error.Data) != unknown {
+							t.Errorf("events/stream as %s %s: %v %+v, want %s", tc.who.name, tc.params, err, m.Error, unknown)
+						}
+					}
+					if after := snapshot(t, ws, "incidents"+sfx) + snapshot(t, ws, "audit"+sfx); after != before {
+						t.Errorf("refusals changed the stored subscriptions:\n%s\n%s", before, after)
+					}
+					for _, c := range []*caller{bob} {
+						unknownTool := c.call("tools/call", `"name":"no_such_tool","arguments":{}`)
+						forbidden := c.call("tools/call", `"name":"echo","arguments":{}`)
+						if unknownTool.Error == nil || forbidden.Error == nil || forbidden.Error.Code != unknownTool.Error.Code || !strings.Contains(unknownTool.Error.Message, "unknown tool") ||
+							forbidden.Error.Message != strings.Replace(unknownTool.Error.Message, "no_such_tool", "echo", 1) {
+							t.Errorf("tools/call of echo as %s: %+v; of an unknown tool: %+v", c.name, forbidden.Error, unknownTool.Error)
+						}
+					}
+					if r := alice.call("tools/call", `"name":"echo","arguments":{}`); r.Error != nil || r.Result["isError"] == true {
+						t.Errorf("tools/call of echo as alice: %+v %+v", r.Error, r.Result)
+					}
+
+					// Bound arguments: each tenant polls its own team's incidents only.
+					cursors := map[*caller]*string{}
+					for _, c := range []*caller{alice, bob} {
+						r := poll2(t, c, `"name":"incident.created","cursor":null`)
+						cursors[c] = r.Cursor
+					}
+					for i, team := range []string{"a", "b", "a", "c"} {
+						if _, _, err := st.AppendTopicEvent(ctx, "incidents"+sfx, fmt.Sprintf("%s-%d", era, i), time.Now(), json.RawMessage(`{"team":"`+team+`","i":`+fmt.Sprint(i)+`}`)); err != nil {
+							t.Fatal(err)
+						}
+					}
+					for c, want := range map[*caller][]string{alice: {"a", "a"}, bob: {"b"}} {
+						for _, args := range []string{``, `"arguments":{"team":"` + map[string]string{"alice": "a", "bob": "b"}[c.name] + `"},`} {
+							r := poll2(t, c, `"name":"incident.created",`+args+cursorParam(cursors[c]))
+							var got []string
+							for _, ev := range r.Events {
+								var d struct{ Team string }
+								json.Unmarshal(ev.Data, &d)
+								got = append(got, d.Team)
+							}
+							if !slices.Equal(got, want) {
+								t.Errorf("poll as %s (%s): teams %v, want %v", c.name, args, got, want)
+							}
+						}
+					}
+
+					// A webhook subscription records what the rule reads, capped at the ceiling.
+					r := alice.call("events/subscribe", sub("incident.created", `{}`))
+					if r.Error != nil {
+						t.Fatalf("subscribe as alice: %+v", r.Error)
+					}
+					if r.Result["refreshBefore"] == nil {
+						t.Error("a subscription to a type with access was granted no expiry")
+					}
+					w, err := ws.GetWebhook(ctx, "incidents"+sfx, fmt.Sprint(r.Result["id"]))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if diff := cmp.Diff(notify.Claims{"scope": "openid incidents:read", "team": "a"}, w.Claims); diff != "" {
+						t.Errorf("recorded claims (-want +got):\n%s", diff)
+					}
+					if string(w.Arguments) != `{"team":"a"}` || w.ExpiresAt.IsZero() || w.ExpiresAt.After(time.Now().Add(mcp.MaxWebhookTTL)) {
+						t.Errorf("stored subscription: arguments %s, expires %v", w.Arguments, w.ExpiresAt)
+					}
+					if !w.Permitted(decodeItem(t, events["incident.created"])) {
+						t.Error("the recorded claims do not pass the delivery check")
+					}
+					if r := alice.call("events/unsubscribe", sub("incident.created", `{}`)); r.Error != nil {
+						t.Errorf("unsubscribe as alice (the bound argument filled in again): %+v", r.Error)
+					}
+				})
+			}
+		})
+	}
+}
+
+func decodeItem(t *testing.T, raw json.RawMessage) *notify.EventItem {
+	t.Helper()
+	e, err := notify.DecodeEventItem(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// poll2 polls as c and fails the test on an error.
+func poll2(t *testing.T, c *caller, params string) *mcp.PollEventsResult {
+	t.Helper()
+	r := c.call("events/poll", params)
+	if r.Error != nil {
+		t.Fatalf("poll as %s %s: %+v", c.name, params, r.Error)
+	}
+	b, _ := json.Marshal(r.Result)
+	var out mcp.PollEventsResult
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+// openAccessStream posts events/stream as c.
+func openAccessStream(t *testing.T, ctx context.Context, c *caller, id, params string) *http.Response {
+	t.Helper()
+	var body string
+	hdr := []string{"X-Principal", c.name}
+	if c.sid == "" {
+		body = `{"jsonrpc":"2.0","id":"` + id + `","method":"events/stream","params":{` + params + `,` + meta2026(`{}`) + `}}`
+		hdr = append(hdr, headers2026("events/stream", "")...)
+	} else {
+		body = `{"jsonrpc":"2.0","id":"` + id + `","method":"events/stream","params":{` + params + `}}`
+		hdr = append(hdr, "Mcp-Session-Id", c.sid, "Mcp-Protocol-Version", "2025-11-25")
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for ; len(hdr) > 1; hdr = hdr[2:] {
+		req.Header.Set(hdr[0], hdr[1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
