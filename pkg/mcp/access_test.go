@@ -394,3 +394,74 @@ func openAccessStream(t *testing.T, ctx context.Context, c *caller, id, params s
 	}
 	return resp
 }
+
+// TestAccessStreamTerminated: a registry change (through the ingest)
+// that removes a group from an event type's rule ends the live stream of
+// the member of that group with notifications/events/terminated
+// (Forbidden) and nothing after it but the stream's end, while the other
+// group's stream goes on and receives the next event; on both stores, in
+// both eras.
+func TestAccessStreamTerminated(t *testing.T) {
+	for _, hs := range clockedStores(t, time.Now) {
+		t.Run(hs.name, func(t *testing.T) {
+			st := hs.open(t)
+			url := accessServer(t, st, "")
+			for _, era := range []string{"2025", "2026"} {
+				t.Run(era, func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					topic := "pager-" + hs.name + "-" + era
+					rule := func(groups string) string {
+						return `{"type":"registry","registry":"events","op":"put","items":[{"name":"page.` + era + `","topic":"` + topic + `","access":{"claims":{"cognito:groups":` + groups + `}}}]}`
+					}
+					ingestRaw(t, st, "rule-1-"+topic, rule(`["oncall","sre"]`))
+					waitListed(t, newCaller(t, url, "alice", "2026"), "page."+era)
+					streams := map[string]<-chan map[string]any{}
+					for _, name := range []string{"alice", "bob"} { // oncall, sre
+						resp := openAccessStream(t, ctx, newCaller(t, url, name, era), "s-"+name, `"name":"page.`+era+`","cursor":null`)
+						if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+							b, _ := io.ReadAll(resp.Body)
+							t.Fatalf("stream as %s: %d %s %s", name, resp.StatusCode, ct, b)
+						}
+						streams[name] = streamMessages(t, resp)
+						if ev := nextStream(t, streams[name]); ev.method != "notifications/events/active" {
+							t.Fatalf("first message as %s: %+v", name, ev)
+						}
+					}
+					ingestRaw(t, st, "rule-2-"+topic, rule(`["oncall"]`)) // sre removed
+					m := next(t, streams["bob"])
+					for m["method"] == "notifications/events/heartbeat" {
+						m = next(t, streams["bob"])
+					}
+					p, _ := m["params"].(map[string]any)
+					e, _ := p["error"].(map[string]any)
+					if m["method"] != "notifications/events/terminated" || fmt.Sprint(e["code"]) != fmt.Sprint(mcp.CodeForbidden) {
+						t.Fatalf("bob's stream after the change: %v", m)
+					}
+					for m := range streams["bob"] { // the result, then the end: no event
+						if _, ok := m["result"]; !ok {
+							t.Errorf("after terminated: %v", m)
+						}
+					}
+					publish(t, st, topic, "after-"+topic, map[string]any{"n": 1})
+					if ev := nextStream(t, streams["alice"]); ev.method != "notifications/events/event" {
+						t.Errorf("alice's stream after the change: %+v", ev)
+					}
+				})
+			}
+		})
+	}
+}
+
+// waitListed waits (at most 5 s) until events/list as c shows name: the
+// registry cache is renewed in the background.
+func waitListed(t *testing.T, c *caller, name string) {
+	t.Helper()
+	for range 100 {
+		if slices.Contains(names(c.call("events/list", ""), "events"), name) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s is not listed within 5 s", name)
+}
