@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -464,4 +465,135 @@ func waitListed(t *testing.T, c *caller, name string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s is not listed within 5 s", name)
+}
+
+// jsonClaimsAuth takes a caller's claims from the X-Claims header (a JSON
+// object; the principal is derived from it): the property test's
+// arbitrary tokens. A header that is not a JSON object is refused.
+type jsonClaimsAuth struct{}
+
+func (a jsonClaimsAuth) Authenticate(r *http.Request) (string, error) {
+	p, _, _, err := a.AuthenticateClaims(r)
+	return p, err
+}
+
+func (jsonClaimsAuth) AuthenticateClaims(r *http.Request) (string, time.Time, notify.Claims, error) {
+	var c notify.Claims
+	h := r.Header.Get("X-Claims")
+	if err := json.Unmarshal([]byte(h), &c); err != nil || c == nil {
+		return "", time.Time{}, nil, fmt.Errorf("%w: X-Claims is not a JSON object", mcp.ErrUnauthorized)
+	}
+	return "test#" + h, time.Time{}, c, nil
+}
+
+// TestAccessListEqualsSubscribe is a property test: for random access
+// rules (scopes, group claims, a bound team) on 6 event types and random
+// tokens, the types events/list shows a caller are exactly those its
+// events/subscribe accepts (a real subscription, verified by a real
+// receiver), and exactly those the rules permit; an unknown type is
+// never accepted. 4 rounds of rules, 12 tokens each, seeded.
+func TestAccessListEqualsSubscribe(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 35))
+	pick := func(vocab []string) []string {
+		var out []string
+		for _, v := range vocab {
+			if rng.IntN(2) == 0 {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	scopes, groups, teams := []string{"s1", "s2", "s3"}, []string{"g1", "g2", "g3"}, []string{"a", "b"}
+	secret := newWhsec(32)
+	parsed, _ := webhook.ParseSecret(secret)
+	hook := httptest.NewServer(&webhook.Receiver{Secrets: func(string) []webhook.Secret { return []webhook.Secret{parsed} }, Handle: func(webhook.Delivery) error { return nil }})
+	defer hook.Close()
+	allow, _ := webhook.ParseAllow(hook.URL)
+	st := clockedStores(t, time.Now)[0].open(t)
+	var accepted, refused int
+	for round := range 4 {
+		ctx := context.Background()
+		items := map[string]json.RawMessage{}
+		rules := map[string]*notify.Access{}
+		for i := range 6 {
+			name := fmt.Sprintf("t%d.r%d", i, round)
+			var a *notify.Access
+			if rng.IntN(5) > 0 {
+				a = &notify.Access{Scopes: pick(scopes)}
+				if g := pick(groups); len(g) > 0 && rng.IntN(2) == 0 {
+					a.Claims = map[string][]string{"groups": g}
+				}
+				if rng.IntN(3) == 0 {
+					a.Bind = map[string]string{"team": "team"}
+				}
+				if a.Check() != nil { // empty
+					a = nil
+				}
+			}
+			rules[name] = a
+			items[name], _ = json.Marshal(notify.EventItem{Name: name, Topic: "prop", Access: a}.WithDefaults())
+		}
+		if _, _, err := st.ApplyRegistry(ctx, notify.RegistryEvents, notify.OpReplace, items, fmt.Sprint("prop-", round)); err != nil {
+			t.Fatal(err)
+		}
+		srv := mcp.NewServer(&mcp.Implementation{Name: "prop", Version: "1"}, st, &mcp.ServerOptions{
+			DynamicRegistries: true, Events: true,
+			StateKeys: [][]byte{[]byte("access-prop-key-0123456789abcdef0123")},
+			Webhooks:  &mcp.WebhookOptions{Sender: webhook.NewSender(webhook.Policy{Allow: allow}), VerifyRate: 1 << 20, MaxPerPrincipal: 1 << 10},
+			Limits:    mcp.Limits{MaxRequestsPerMinute: 1 << 20},
+		})
+		h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, Authenticator: jsonClaimsAuth{}})
+		ts := httptest.NewServer(h)
+		for tok := range 12 {
+			claims := notify.Claims{}
+			if s := pick(scopes); len(s) > 0 {
+				claims["scope"] = strings.Join(s, " ")
+			}
+			if g := pick(groups); len(g) > 0 {
+				claims["groups"] = g
+			}
+			if rng.IntN(3) > 0 {
+				claims["team"] = teams[rng.IntN(2)]
+			}
+			hdr, _ := json.Marshal(claims)
+			call := func(method, params string) *rpcReply {
+				body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{` + params + meta2026(`{}`) + `}}`
+				_, r := call2026(t, ts.URL, body, append(headers2026(method, ""), "X-Claims", string(hdr))...)
+				return r
+			}
+			listed := names(call("events/list", ""), "events")
+			var subscribed, permitted []string
+			for name, rule := range rules {
+				var dec notify.Claims
+				json.Unmarshal(hdr, &dec) // as a token's claims arrive: decoded JSON
+				if rule.Permits(dec) {
+					permitted = append(permitted, name)
+				}
+				r := call("events/subscribe", `"name":"`+name+`","delivery":{"url":"`+hook.URL+`","secret":"`+secret+`"},`)
+				switch {
+				case r.Error == nil:
+					subscribed = append(subscribed, name)
+					accepted++
+				case r.Error.Code == mcp.CodeForbidden:
+					refused++
+				default:
+					t.Fatalf("subscribe %s with %s: %+v", name, hdr, r.Error)
+				}
+			}
+			if r := call("events/subscribe", `"name":"unknown.r`+fmt.Sprint(round)+`","delivery":{"url":"`+hook.URL+`","secret":"`+secret+`"},`); r.Error == nil {
+				t.Errorf("an unknown type was subscribed to with %s", hdr)
+			}
+			sort.Strings(subscribed)
+			sort.Strings(permitted)
+			if !slices.Equal(listed, subscribed) || !slices.Equal(listed, permitted) {
+				t.Errorf("round %d token %d %s:\nlisted     %v\nsubscribed %v\npermitted  %v", round, tok, hdr, listed, subscribed, permitted)
+			}
+		}
+		ts.Close()
+		h.Close()
+	}
+	if accepted == 0 || refused == 0 {
+		t.Errorf("a degenerate sample: %d accepted, %d refused", accepted, refused)
+	}
+	t.Logf("%d subscribes accepted, %d refused", accepted, refused)
 }
