@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/eventcursor"
 )
 
 // Authorization per event type, topic and tool (docs/auth.md). Every
@@ -256,4 +258,172 @@ func (s *Server) permitsTool(ctx context.Context, action, name string, overlay m
 		rule = dt.Access
 	}
 	return s.authorize(ctx, action, nil, name, rule)
+}
+
+// TopicAccess is what a caller may read of a topic's log through the
+// core paths (resources/read and resources/list of events://<topic>,
+// the event tools, a subscription's notifications on a GET or listen
+// stream): everything, nothing, or the events whose data match one of
+// the arguments bound for the caller by the event types naming the topic
+// (the union of what their rules allow). A nil *TopicAccess is
+// everything.
+type TopicAccess struct {
+	denied  bool
+	filters []map[string]json.RawMessage
+}
+
+// Allowed reports whether the caller may read anything of the topic.
+// A topic it may not read is answered as one without events, never with
+// a refusal, so that nobody learns whether it exists.
+func (a *TopicAccess) Allowed() bool { return a == nil || !a.denied }
+
+// Admits reports whether the caller may read an event with data.
+func (a *TopicAccess) Admits(data json.RawMessage) bool {
+	if a == nil {
+		return true
+	}
+	if a.denied {
+		return false
+	}
+	for _, f := range a.filters {
+		if eventcursor.Matches(f, eventcursor.ObjectData(data)) {
+			return true
+		}
+	}
+	return false
+}
+
+// TopicAccess returns what ctx's caller may read of topic: everything
+// when no event type naming the topic has an access rule (and no
+// ServerOptions.Authorize is set); otherwise the union, over the types
+// naming it that permit the caller (ActionTopicRead), of everything (a
+// type without bind) or the events matching the caller's bound arguments.
+func (s *Server) TopicAccess(ctx context.Context, topic string) (*TopicAccess, error) {
+	if !s.eventsOn() {
+		return nil, nil
+	}
+	types, err := s.eventTypes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var naming []*notify.EventItem
+	guarded := s.opts.Authorize != nil
+	for _, e := range types {
+		if e.Topic == topic {
+			naming = append(naming, e)
+			guarded = guarded || e.Access != nil
+		}
+	}
+	if !guarded || len(naming) == 0 {
+		return nil, nil
+	}
+	a := &TopicAccess{}
+	claims := RequestClaims(ctx)
+	for _, e := range naming {
+		if !s.permitsEvent(ctx, ActionTopicRead, e) {
+			continue
+		}
+		if e.Access == nil || len(e.Access.Bind) == 0 {
+			return nil, nil // this type opens the whole topic to the caller
+		}
+		a.filters = append(a.filters, e.Access.Bound(claims))
+	}
+	a.denied = len(a.filters) == 0
+	return a, nil
+}
+
+// filterTopicMessages drops, from what a GET or listen stream is about
+// to write to ctx's caller, the notifications of the topics it may not
+// read (TopicAccess): a notifications/message carrying an event of
+// events/<topic> it may not read, and the notifications/resources/updated
+// of events://<topic> that goes with it (the one right before it; an
+// updated without its message is kept when the caller may read anything
+// of the topic). The subscription itself is kept, as one to a topic that
+// has no events, so nobody learns whether a topic exists; the check is
+// made at every read with the caller's current claims.
+func (s *Server) filterTopicMessages(ctx context.Context, msgs []heldMsg) []heldMsg {
+	if !s.eventsOn() || len(msgs) == 0 {
+		return msgs
+	}
+	cache := map[string]*TopicAccess{}
+	access := func(topic string) *TopicAccess {
+		a, ok := cache[topic]
+		if !ok {
+			var err error
+			if a, err = s.TopicAccess(ctx, topic); err != nil {
+				a = &TopicAccess{denied: true} // unreadable registry: fail closed
+				s.log.WarnContext(ctx, "reading the events registry for a stream's topic access", "err", err)
+			}
+			cache[topic] = a
+		}
+		return a
+	}
+	out := msgs[:0:0]
+	for i := 0; i < len(msgs); i++ {
+		n := topicNotificationOf(msgs[i].data)
+		if n == nil {
+			out = append(out, msgs[i])
+			continue
+		}
+		a := access(n.topic)
+		if a == nil {
+			out = append(out, msgs[i])
+			continue
+		}
+		if n.updated {
+			if i+1 < len(msgs) {
+				if m := topicNotificationOf(msgs[i+1].data); m != nil && !m.updated && m.topic == n.topic {
+					if a.Admits(m.data) {
+						out = append(out, msgs[i], msgs[i+1])
+					}
+					i++
+					continue
+				}
+			}
+			if a.Allowed() {
+				out = append(out, msgs[i])
+			}
+			continue
+		}
+		if a.Admits(n.data) {
+			out = append(out, msgs[i])
+		}
+	}
+	return out
+}
+
+// topicNotification is a notification of a topic's event, decoded.
+type topicNotification struct {
+	topic   string
+	updated bool            // notifications/resources/updated; else notifications/message
+	data    json.RawMessage // the event's data (a message's)
+}
+
+// topicNotificationOf decodes a notification of a topic's event (the
+// ingest's fan-out: package ingest's EventNotifications), nil for any
+// other message.
+func topicNotificationOf(b []byte) *topicNotification {
+	if !bytes.Contains(b, []byte(`events`)) {
+		return nil // most messages: no decoding
+	}
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			URI    string `json:"uri"`
+			Logger string `json:"logger"`
+			Data   struct {
+				Data json.RawMessage `json:"data"`
+			} `json:"data"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	switch {
+	case m.Method == "notifications/resources/updated" && strings.HasPrefix(m.Params.URI, "events://"):
+		return &topicNotification{topic: strings.TrimPrefix(m.Params.URI, "events://"), updated: true}
+	case m.Method == "notifications/message" && strings.HasPrefix(m.Params.Logger, "events/"):
+		return &topicNotification{topic: strings.TrimPrefix(m.Params.Logger, "events/"), data: m.Params.Data.Data}
+	}
+	return nil
 }

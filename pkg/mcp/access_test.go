@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/mcpush/mcpush/internal/testutil"
+	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/webhook"
@@ -140,14 +141,18 @@ func (c *caller) call(method, params string) *rpcReply {
 	return r
 }
 
-// toolName is the Mcp-Name of a tools/call with params.
+// toolName is the Mcp-Name of a request of method with params: the
+// tool's name of a tools/call, the URI of a resources/read.
 func toolName(method, params string) string {
-	if method != "tools/call" {
-		return ""
-	}
-	var p struct{ Name string }
+	var p struct{ Name, URI string }
 	json.Unmarshal([]byte("{"+params+"}"), &p)
-	return p.Name
+	switch method {
+	case "tools/call":
+		return p.Name
+	case "resources/read":
+		return p.URI
+	}
+	return ""
 }
 
 func sessionHeader(sid string) []string {
@@ -596,4 +601,219 @@ func TestAccessListEqualsSubscribe(t *testing.T) {
 		t.Errorf("a degenerate sample: %d accepted, %d refused", accepted, refused)
 	}
 	t.Logf("%d subscribes accepted, %d refused", accepted, refused)
+}
+
+// topicServer serves st with claimsAuth, the Events extension and the
+// event tools (events_recent, events_wait, topics_list, events://{topic}).
+func topicServer(t *testing.T, st mcp.Store) string {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "topics", Version: "1"}, st, &mcp.ServerOptions{
+		DynamicRegistries: true, Events: true, RegistryRefresh: 20 * time.Millisecond,
+		StateKeys: [][]byte{[]byte("access-test-key-0123456789abcdef0123")},
+	})
+	eventtools.Add(srv, st, &eventtools.Options{PollInterval: 20 * time.Millisecond})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, Authenticator: claimsAuth{}, KeepAlive: time.Hour})
+	ts := httptest.NewServer(h)
+	t.Cleanup(func() { ts.Close(); h.Close() })
+	return ts.URL
+}
+
+// topicStream opens what delivers c's resource subscriptions to uris:
+// in the 2025 era resources/subscribe of each and the session's GET
+// stream, in the 2026 era a listen stream.
+func topicStream(t *testing.T, ctx context.Context, c *caller, uris []string) <-chan map[string]any {
+	t.Helper()
+	var resp *http.Response
+	if c.sid != "" {
+		for _, u := range uris {
+			if r := c.call("resources/subscribe", `"uri":"`+u+`"`); r.Error != nil {
+				t.Fatalf("resources/subscribe %s as %s: %+v", u, c.name, r.Error)
+			}
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", c.sid)
+		req.Header.Set("X-Principal", c.name)
+		var err error
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		list, _ := json.Marshal(uris)
+		resp = postListen(t, ctx, c.url, `{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{"notifications":{"resourceSubscriptions":`+string(list)+`},`+meta2026(`{}`)+`}}`, "X-Principal", c.name)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("stream as %s: %d %s", c.name, resp.StatusCode, b)
+	}
+	return streamMessages(t, resp)
+}
+
+// topicMessages reads ch until a notification of topic end, and returns
+// the topic notifications before it, as "updated <topic>" and
+// "message <topic> <data>".
+func topicMessages(t *testing.T, ch <-chan map[string]any, end string) []string {
+	t.Helper()
+	var out []string
+	for range 100 {
+		m := next(t, ch)
+		p, _ := m["params"].(map[string]any)
+		switch m["method"] {
+		case "notifications/resources/updated":
+			topic := strings.TrimPrefix(fmt.Sprint(p["uri"]), "events://")
+			if topic == end {
+				return out
+			}
+			out = append(out, "updated "+topic)
+		case "notifications/message":
+			d, _ := p["data"].(map[string]any)
+			b, _ := json.Marshal(d["data"])
+			if d["topic"] == end {
+				return out
+			}
+			out = append(out, fmt.Sprint("message ", d["topic"], " ", string(b)))
+		}
+	}
+	t.Fatal("no end marker in 100 messages")
+	return nil
+}
+
+// toolOutput calls tool as c and returns its structured content.
+func toolOutput(t *testing.T, c *caller, tool, args string) map[string]any {
+	t.Helper()
+	r := c.call("tools/call", `"name":"`+tool+`","arguments":`+args)
+	if r.Error != nil || r.Result["isError"] == true {
+		t.Fatalf("%s %s as %s: %+v %+v", tool, args, c.name, r.Error, r.Result)
+	}
+	out, _ := r.Result["structuredContent"].(map[string]any)
+	return out
+}
+
+// dataOf returns the data of the events of an events_recent output, or
+// of an events://<topic> read, as JSON texts.
+func dataOf(out map[string]any) []string {
+	evs, _ := out["events"].([]any)
+	res := []string{}
+	for _, e := range evs {
+		m, _ := e.(map[string]any)
+		b, _ := json.Marshal(m["data"])
+		res = append(res, string(b))
+	}
+	return res
+}
+
+// TestAccessTopics: the topics named by event types with access rules,
+// on both stores and in both eras, through the core paths: the 2025 GET
+// stream of a session subscribed to events://<topic> and the 2026 listen
+// stream deliver each tenant only its own team's incidents and the
+// audit topic only to team a; events_recent, events_wait, events://
+// reads, resources/list and topics_list show each caller only that, and
+// answer a topic it may not read as they answer an unknown topic.
+func TestAccessTopics(t *testing.T) {
+	for _, hs := range clockedStores(t, time.Now) {
+		t.Run(hs.name, func(t *testing.T) {
+			st := hs.open(t)
+			url := topicServer(t, st)
+			var items []string
+			for _, era := range []string{"2025", "2026"} {
+				sfx := "-" + hs.name + "-" + era
+				items = append(items,
+					`{"name":"incident.`+era+`","topic":"inc`+sfx+`","access":{"scopes":["incidents:read"],"bind":{"team":"team"}}}`,
+					`{"name":"audit.`+era+`","topic":"aud`+sfx+`","access":{"claims":{"team":["a"]}}}`)
+			}
+			ingestRaw(t, st, "types-"+hs.name, `{"type":"registry","registry":"events","op":"put","items":[`+strings.Join(items, ",")+`]}`)
+			waitListed(t, newCaller(t, url, "alice", "2026"), "audit.2026")
+			for _, era := range []string{"2025", "2026"} {
+				t.Run(era, func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					sfx := "-" + hs.name + "-" + era
+					inc, aud, end := "inc"+sfx, "aud"+sfx, "end"+sfx
+					alice, bob, carol := newCaller(t, url, "alice", era), newCaller(t, url, "bob", era), newCaller(t, url, "carol", era)
+					uris := []string{"events://" + inc, "events://" + aud, "events://" + end}
+					streams := map[*caller]<-chan map[string]any{}
+					for _, c := range []*caller{alice, bob, carol} {
+						streams[c] = topicStream(t, ctx, c, uris)
+					}
+					time.Sleep(100 * time.Millisecond) // the streams read their logs once
+					publish(t, st, inc, "i1"+sfx, map[string]any{"team": "a", "n": 1})
+					publish(t, st, inc, "i2"+sfx, map[string]any{"team": "b", "n": 2})
+					publish(t, st, aud, "a1"+sfx, map[string]any{"n": 3})
+					publish(t, st, end, "e1"+sfx, map[string]any{"end": true})
+					// The 2025 GET stream carries each event (notifications/message after
+					// its updated); the 2026 listen stream only the updated, which tells
+					// a caller that may read some of the topic that it changed.
+					want := map[*caller][]string{
+						alice: {"updated " + inc, "message " + inc + ` {"n":1,"team":"a"}`, "updated " + aud, "message " + aud + ` {"n":3}`},
+						bob:   {"updated " + inc, "message " + inc + ` {"n":2,"team":"b"}`},
+						carol: {"updated " + aud, "message " + aud + ` {"n":3}`},
+					}
+					if era == "2026" {
+						want = map[*caller][]string{
+							alice: {"updated " + inc, "updated " + inc, "updated " + aud},
+							bob:   {"updated " + inc, "updated " + inc},
+							carol: {"updated " + aud},
+						}
+					}
+					for c, want := range want {
+						if diff := cmp.Diff(want, topicMessages(t, streams[c], end)); diff != "" {
+							t.Errorf("stream of %s (-want +got):\n%s", c.name, diff)
+						}
+					}
+
+					unknown := toolOutput(t, bob, "events_recent", `{"topic":"no-such-topic"}`)
+					for _, tc := range []struct {
+						c     *caller
+						topic string
+						want  []string
+					}{
+						{alice, inc, []string{`{"n":1,"team":"a"}`}},
+						{bob, inc, []string{`{"n":2,"team":"b"}`}},
+						{carol, inc, nil},
+						{alice, aud, []string{`{"n":3}`}},
+						{bob, aud, nil},
+					} {
+						out := toolOutput(t, tc.c, "events_recent", `{"topic":"`+tc.topic+`"}`)
+						if got := dataOf(out); !slices.Equal(got, append([]string{}, tc.want...)) {
+							t.Errorf("events_recent %s as %s: %v, want %v", tc.topic, tc.c.name, got, tc.want)
+						}
+						if tc.want == nil {
+							out["topic"] = unknown["topic"]
+							if diff := cmp.Diff(unknown, out); diff != "" {
+								t.Errorf("events_recent %s as %s differs from an unknown topic's (-unknown +got):\n%s", tc.topic, tc.c.name, diff)
+							}
+						}
+						r := tc.c.call("resources/read", `"uri":"events://`+tc.topic+`"`)
+						contents, _ := r.Result["contents"].([]any)
+						if r.Error != nil || len(contents) != 1 {
+							t.Fatalf("resources/read %s as %s: %+v", tc.topic, tc.c.name, r)
+						}
+						var read map[string]any
+						json.Unmarshal([]byte(fmt.Sprint(contents[0].(map[string]any)["text"])), &read)
+						if got := dataOf(read); !slices.Equal(got, append([]string{}, tc.want...)) {
+							t.Errorf("resources/read %s as %s: %v, want %v", tc.topic, tc.c.name, got, tc.want)
+						}
+					}
+					for c, want := range map[*caller]bool{alice: true, bob: false, carol: true} {
+						r := c.call("resources/list", "")
+						listed := strings.Contains(fmt.Sprint(r.Result["resources"]), "events://"+aud)
+						topics := strings.Contains(fmt.Sprint(toolOutput(t, c, "topics_list", `{}`)), "events://"+aud)
+						if listed != want || topics != want {
+							t.Errorf("as %s: events://%s in resources/list %v, in topics_list %v; want %v", c.name, aud, listed, topics, want)
+						}
+					}
+					if out := toolOutput(t, bob, "events_wait", `{"topic":"`+aud+`","after":0,"timeoutSeconds":0.3}`); out["timedOut"] != true {
+						t.Errorf("events_wait of %s as bob: %v, want a timeout", aud, out)
+					}
+					for c, want := range map[*caller]string{alice: `{"n":1,"team":"a"}`, bob: `{"n":2,"team":"b"}`} {
+						out := toolOutput(t, c, "events_wait", `{"topic":"`+inc+`","after":0,"timeoutSeconds":5}`)
+						ev, _ := out["event"].(map[string]any)
+						if b, _ := json.Marshal(ev["data"]); string(b) != want {
+							t.Errorf("events_wait of %s as %s: %v, want %s", inc, c.name, out, want)
+						}
+					}
+				})
+			}
+		})
+	}
 }
