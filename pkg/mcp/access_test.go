@@ -2,6 +2,8 @@ package mcp_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -262,6 +264,7 @@ func TestAccessTenants(t *testing.T) {
 							t.Errorf("%s %s %s: %s, want %s (as an unknown type)", tc.who.name, tc.method, tc.param, got, unknown)
 						}
 					}
+					streamsBefore := listenBacking(t, st, "carol", "bob", "alice")
 					for _, tc := range []struct {
 						who    *caller
 						params string
@@ -280,6 +283,9 @@ func TestAccessTenants(t *testing.T) {
 						if err != nil || m.Error == nil || fmt.Sprintf("%d %s", m.Error.Code, m.Error.Data) != unknown {
 							t.Errorf("events/stream as %s %s: %v %+v, want %s", tc.who.name, tc.params, err, m.Error, unknown)
 						}
+					}
+					if n := listenBacking(t, st, "carol", "bob", "alice"); n != streamsBefore {
+						t.Errorf("refused streams stored backing sessions: %d, then %d", streamsBefore, n)
 					}
 					if after := snapshot(t, ws, "incidents"+sfx) + snapshot(t, ws, "audit"+sfx); after != before {
 						t.Errorf("refusals changed the stored subscriptions:\n%s\n%s", before, after)
@@ -433,6 +439,9 @@ func TestAccessStreamTerminated(t *testing.T) {
 						if ev := nextStream(t, streams[name]); ev.method != "notifications/events/active" {
 							t.Fatalf("first message as %s: %+v", name, ev)
 						}
+					}
+					if n := listenBacking(t, st, "alice", "bob"); n < 2 { // what TestAccessTenants counts is there
+						t.Fatalf("%d backing sessions of two open streams", n)
 					}
 					ingestRaw(t, st, "rule-2-"+topic, rule(`["oncall"]`)) // sre removed
 					m := next(t, streams["bob"])
@@ -816,4 +825,21 @@ func TestAccessTopics(t *testing.T) {
 			}
 		})
 	}
+}
+
+// listenBacking counts the listen backing sessions (an events/stream's)
+// of the named callers in st (its principal as pkg/mcp's listenPrincipal
+// derives it).
+func listenBacking(t *testing.T, st mcp.Store, names ...string) int {
+	t.Helper()
+	n := 0
+	for _, name := range names {
+		sum := sha256.Sum256([]byte("https://issuer.example#" + name))
+		c, err := st.CountSessions(context.Background(), "mcpush-listen:"+base64.RawURLEncoding.EncodeToString(sum[:]), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += c
+	}
+	return n
 }
