@@ -39,7 +39,7 @@ const (
 	ActionEventsList      = "events/list"      // listing an event type
 	ActionEventsPoll      = "events/poll"      // polling it
 	ActionEventsStream    = "events/stream"    // streaming it, and keeping the stream
-	ActionEventsSubscribe = "events/subscribe" // subscribing a webhook to it
+	ActionEventsSubscribe = "events/subscribe" // subscribing a webhook to it, or unsubscribing
 	ActionToolsList       = "tools/list"       // listing a tool
 	ActionToolsCall       = "tools/call"       // calling it
 	ActionTopicRead       = "topic/read"       // reading a topic through an event type naming it (resources, events_recent, events_wait, listen, the GET stream)

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -842,4 +844,71 @@ func listenBacking(t *testing.T, st mcp.Store, names ...string) int {
 		n += c
 	}
 	return n
+}
+
+// TestAccessAuthorizeHook: ServerOptions.Authorize sees the principal,
+// the claims, the action and the object (and the registry rule) of each
+// use, and its refusals are answered as the registry rules' are; a hook
+// that calls RegistryAccess keeps the registry rules.
+func TestAccessAuthorizeHook(t *testing.T) {
+	st := clockedStores(t, time.Now)[0].open(t)
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "hook", Version: "1"}, st, &mcp.ServerOptions{
+		DynamicRegistries: true, Events: true,
+		StateKeys: [][]byte{[]byte("access-test-key-0123456789abcdef0123")},
+		Authorize: func(ctx context.Context, r *mcp.AccessRequest) bool {
+			obj := r.Tool
+			if r.Event != nil {
+				obj = r.Event.Name
+			}
+			mu.Lock()
+			seen[fmt.Sprintf("%s %s %s team=%v rule=%v", r.Principal, r.Action, obj, r.Claims["team"], r.Rule != nil)] = true
+			mu.Unlock()
+			if r.Claims["team"] == "b" && (obj == "news" || obj == "open") {
+				return false // the program's own rule
+			}
+			return mcp.RegistryAccess(ctx, r)
+		},
+	})
+	srv.AddTool(&mcp.Tool{Name: "open", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
+	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, Authenticator: claimsAuth{}})
+	ts := httptest.NewServer(h)
+	defer func() { ts.Close(); h.Close() }()
+	events, _ := accessTypes("-hook")
+	if _, _, err := st.ApplyRegistry(context.Background(), notify.RegistryEvents, notify.OpPut, events, "hook"); err != nil {
+		t.Fatal(err)
+	}
+	alice, bob := newCaller(t, ts.URL, "alice", "2026"), newCaller(t, ts.URL, "bob", "2026")
+	if got := names(bob.call("events/list", ""), "events"); !slices.Equal(got, []string{"incident.created"}) {
+		t.Errorf("events/list as bob: %v, want incident.created only (news refused by the hook, audit.a by its rule)", got)
+	}
+	if got := names(alice.call("events/list", ""), "events"); !slices.Equal(got, []string{"audit.a", "incident.created", "news"}) {
+		t.Errorf("events/list as alice: %v", got)
+	}
+	unknown := refusal(bob.call("events/poll", `"name":"no.such.type","cursor":null`))
+	if got := refusal(bob.call("events/poll", `"name":"news","cursor":null`)); got != unknown || !strings.HasPrefix(got, fmt.Sprint(mcp.CodeForbidden)) {
+		t.Errorf("poll of news as bob: %s, want %s (Forbidden, as an unknown type)", got, unknown)
+	}
+	if r := bob.call("tools/call", `"name":"open","arguments":{}`); r.Error == nil || !strings.Contains(r.Error.Message, `unknown tool "open"`) {
+		t.Errorf("tools/call of open as bob: %+v", r.Error)
+	}
+	if r := alice.call("tools/call", `"name":"open","arguments":{}`); r.Error != nil {
+		t.Errorf("tools/call of open as alice: %+v", r.Error)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, want := range []string{
+		"https://issuer.example#bob events/list news team=b rule=false",
+		"https://issuer.example#bob events/list audit.a team=b rule=true",
+		"https://issuer.example#bob events/poll news team=b rule=false",
+		"https://issuer.example#bob tools/call open team=b rule=false",
+		"https://issuer.example#alice tools/call open team=a rule=false",
+	} {
+		if !seen[want] {
+			t.Errorf("the hook was not asked %q; it saw %v", want, slices.Sorted(maps.Keys(seen)))
+		}
+	}
 }
