@@ -3,6 +3,8 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"sort"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/webhook"
@@ -105,6 +109,84 @@ func TestAccessWebhookDelivery(t *testing.T) {
 						}
 					}
 				})
+			}
+		})
+	}
+}
+
+// headerClaimsAuth: the principal from X-Principal, the claims from
+// X-Claims (a JSON object), so that one principal's claims can change
+// between requests, as a user's do between two tokens.
+type headerClaimsAuth struct{}
+
+func (a headerClaimsAuth) Authenticate(r *http.Request) (string, error) {
+	p, _, _, err := a.AuthenticateClaims(r)
+	return p, err
+}
+
+func (headerClaimsAuth) AuthenticateClaims(r *http.Request) (string, time.Time, notify.Claims, error) {
+	var c notify.Claims
+	if err := json.Unmarshal([]byte(r.Header.Get("X-Claims")), &c); err != nil || r.Header.Get("X-Principal") == "" {
+		return "", time.Time{}, nil, fmt.Errorf("%w: no X-Principal or X-Claims", mcp.ErrUnauthorized)
+	}
+	return r.Header.Get("X-Principal"), time.Time{}, c, nil
+}
+
+// TestAccessWebhookRefresh: a refresh re-checks the subscriber's claims:
+// with its group removed (a new token) it is Forbidden and the stored
+// subscription is unchanged (its recorded claims, its expiry); with
+// another group the rule admits, the refresh records the new claims.
+// Both stores.
+func TestAccessWebhookRefresh(t *testing.T) {
+	for _, hs := range clockedStores(t, time.Now) {
+		t.Run(hs.name, func(t *testing.T) {
+			ctx := context.Background()
+			secret := newWhsec(32)
+			parsed, _ := webhook.ParseSecret(secret)
+			hook := httptest.NewServer(&webhook.Receiver{Secrets: func(string) []webhook.Secret { return []webhook.Secret{parsed} }, Handle: func(webhook.Delivery) error { return nil }})
+			defer hook.Close()
+			allow, _ := webhook.ParseAllow(hook.URL)
+			st := hs.open(t)
+			ws := st.(webhookStore)
+			srv := mcp.NewServer(&mcp.Implementation{Name: "refresh", Version: "1"}, st, &mcp.ServerOptions{
+				DynamicRegistries: true, Events: true,
+				StateKeys: [][]byte{[]byte("access-test-key-0123456789abcdef0123")},
+				Webhooks:  &mcp.WebhookOptions{Sender: webhook.NewSender(webhook.Policy{Allow: allow})},
+			})
+			h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, Authenticator: headerClaimsAuth{}})
+			ts := httptest.NewServer(h)
+			defer func() { ts.Close(); h.Close() }()
+			topic := "pager-refresh-" + hs.name
+			item, _ := json.Marshal(notify.EventItem{Name: "page", Topic: topic, Access: &notify.Access{Claims: map[string][]string{"cognito:groups": {"oncall", "sre"}}}}.WithDefaults())
+			if _, _, err := st.ApplyRegistry(ctx, notify.RegistryEvents, notify.OpPut, map[string]json.RawMessage{"page": item}, "refresh-"+hs.name); err != nil {
+				t.Fatal(err)
+			}
+			subscribe := func(groups string) *rpcReply {
+				body := `{"jsonrpc":"2.0","id":1,"method":"events/subscribe","params":{"name":"page","delivery":{"url":"` + hook.URL + `","secret":"` + secret + `"},` + meta2026(`{}`) + `}}`
+				_, r := call2026(t, ts.URL, body, append(headers2026("events/subscribe", ""), "X-Principal", "dana", "X-Claims", `{"cognito:groups":`+groups+`,"email":"dana@example.com"}`)...)
+				return r
+			}
+			r := subscribe(`["oncall"]`)
+			if r.Error != nil {
+				t.Fatalf("subscribe: %+v", r.Error)
+			}
+			id := fmt.Sprint(r.Result["id"])
+			before := snapshot(t, ws, topic)
+			if r := subscribe(`["dev"]`); r.Error == nil || r.Error.Code != mcp.CodeForbidden {
+				t.Errorf("refresh without the group: %+v, want Forbidden", r.Error)
+			}
+			if after := snapshot(t, ws, topic); after != before {
+				t.Errorf("the refused refresh changed the subscription:\n%s\n%s", before, after)
+			}
+			if r := subscribe(`["sre"]`); r.Error != nil || fmt.Sprint(r.Result["id"]) != id {
+				t.Fatalf("refresh with another admitted group: %+v %v", r.Error, r.Result["id"])
+			}
+			w, err := ws.GetWebhook(ctx, topic, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(notify.Claims{"cognito:groups": []any{"sre"}}, w.Claims); diff != "" {
+				t.Errorf("recorded claims after the refresh (-want +got):\n%s", diff)
 			}
 		})
 	}
