@@ -50,7 +50,8 @@ type AccessRequest struct {
 	// Principal is the caller's principal ("" when anonymous).
 	Principal string
 	// Claims are the caller's claims (nil without a
-	// ClaimsAuthenticator).
+	// ClaimsAuthenticator). A task's work (it runs apart from the request)
+	// has those the registry rules read, recorded with the task.
 	Claims notify.Claims
 	// Action is one of the Action* constants.
 	Action string
@@ -426,4 +427,35 @@ func topicNotificationOf(b []byte) *topicNotification {
 		return &topicNotification{topic: strings.TrimPrefix(m.Params.Logger, "events/"), data: m.Params.Data.Data}
 	}
 	return nil
+}
+
+// ruleClaims returns the claims of ctx's caller that some access rule of
+// the events and tools registries reads (notify.Access.ClaimNames), for a
+// task to record: its work runs apart from the request (another
+// goroutine, another invocation) and is checked with them. Nil when no
+// rule reads any.
+func (s *Server) ruleClaims(ctx context.Context) notify.Claims {
+	claims := RequestClaims(ctx)
+	if len(claims) == 0 {
+		return nil
+	}
+	var rules []*notify.Access
+	if types, err := s.eventTypes(ctx); err == nil {
+		for _, e := range types {
+			rules = append(rules, e.Access)
+		}
+	}
+	for _, t := range s.toolOverlay(ctx) {
+		rules = append(rules, t.Access)
+	}
+	var out notify.Claims
+	for _, r := range rules {
+		for name, v := range r.Record(claims) {
+			if out == nil {
+				out = notify.Claims{}
+			}
+			out[name] = v
+		}
+	}
+	return out
 }

@@ -912,3 +912,31 @@ func TestAccessAuthorizeHook(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessTaskTool: a tool with an access rule run as a task (2026
+// era, a client declaring tasks) runs with the claims the request was
+// permitted on, recorded in the task: events_wait, restricted to team a,
+// completes for alice with the event of a topic only team a may read,
+// and bob's call is answered as an unknown tool, with no task stored.
+func TestAccessTaskTool(t *testing.T) {
+	st := clockedStores(t, time.Now)[0].open(t)
+	url := topicServer(t, st)
+	ingestRaw(t, st, "task-types", `{"type":"registry","registry":"events","op":"put","items":[{"name":"audit.task","topic":"aud-task","access":{"claims":{"team":["a"]}}}]}`)
+	ingestRaw(t, st, "task-tools", `{"type":"registry","registry":"tools","op":"put","items":[{"name":"events_wait","access":{"claims":{"team":["a"]}}}]}`)
+	publish(t, st, "aud-task", "aud-task-1", map[string]any{"n": 1})
+	waitListed(t, newCaller(t, url, "alice", "2026"), "audit.task")
+	args := `{"topic":"aud-task","after":0,"timeoutSeconds":5}`
+	if r := taskCall(t, url, "bob", "tools/call", "events_wait", `"name":"events_wait","arguments":`+args, tasksCaps); r.Error == nil || !strings.Contains(r.Error.Message, `unknown tool "events_wait"`) {
+		t.Errorf("events_wait as bob: %+v %+v, want an unknown tool", r.Error, r.Result)
+	}
+	if c, err := st.CountTasks(context.Background(), "https://issuer.example#bob", 10); err != nil || c.Live != 0 || c.Bytes != 0 {
+		t.Errorf("bob's refused call stored a task: %+v, %v", c, err)
+	}
+	id := startTask(t, url, "alice", "events_wait", args)
+	done := waitStatus(t, url, "alice", id, "completed")
+	res, _ := done["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	if ev, _ := sc["event"].(map[string]any); fmt.Sprint(ev["data"]) != "map[n:1]" {
+		t.Errorf("the task's result: %v, want the event", done)
+	}
+}
