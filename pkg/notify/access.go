@@ -68,9 +68,9 @@ func ParseAccess(raw json.RawMessage) (*Access, error) {
 	if !utf8.Valid(raw) {
 		return nil, fmt.Errorf("%w: access: invalid UTF-8", ErrBadItem)
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, fmt.Errorf("%w: access: %v", ErrBadItem, err)
+	top, err := accessMembers(raw, "access")
+	if err != nil {
+		return nil, err
 	}
 	a := &Access{}
 	for name, v := range top {
@@ -158,9 +158,9 @@ func accessStrings(raw json.RawMessage, path string, max int) ([]string, error) 
 }
 
 func accessClaims(raw json.RawMessage) (map[string][]string, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, fmt.Errorf("%w: access.claims: want an object of claim name to an array of values", ErrBadItem)
+	m, err := accessMembers(raw, "access.claims")
+	if err != nil {
+		return nil, fmt.Errorf("%w (want an object of claim name to an array of values)", err)
 	}
 	if len(m) > MaxAccessClaims {
 		return nil, fmt.Errorf("%w: access.claims: %d claims, more than %d", ErrBadItem, len(m), MaxAccessClaims)
@@ -177,11 +177,52 @@ func accessClaims(raw json.RawMessage) (map[string][]string, error) {
 }
 
 func accessBind(raw json.RawMessage) (map[string]string, error) {
-	var m map[string]string
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, fmt.Errorf("%w: access.bind: want an object of argument name to claim name (strings)", ErrBadItem)
+	m, err := accessMembers(raw, "access.bind")
+	if err != nil {
+		return nil, fmt.Errorf("%w (want an object of argument name to claim name)", err)
 	}
-	return m, nil
+	out := make(map[string]string, len(m))
+	for arg, v := range m {
+		var c string
+		if json.Unmarshal(v, &c) != nil {
+			return nil, fmt.Errorf("%w: access.bind.%s: want a claim name (a string)", ErrBadItem, clipName(arg))
+		}
+		out[arg] = c
+	}
+	return out, nil
+}
+
+// accessMembers decodes a JSON object's members, refusing anything but
+// an object and a member named twice (which encoding/json would resolve
+// silently to the last one).
+func accessMembers(raw json.RawMessage, path string) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("%w: %s: not a JSON object", ErrBadItem, path)
+	}
+	out := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrBadItem, path, err)
+		}
+		name, _ := tok.(string)
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("%w: %s.%s: member appears twice", ErrBadItem, path, clipName(name))
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("%w: %s.%s: %v", ErrBadItem, path, clipName(name), err)
+		}
+		out[name] = v
+	}
+	if _, err := dec.Token(); err != nil { // '}'
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadItem, path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: %s: data after the object", ErrBadItem, path)
+	}
+	return out, nil
 }
 
 func checkStrings(vs []string, path string, max int) error {

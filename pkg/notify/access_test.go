@@ -38,11 +38,15 @@ func TestParseAccess(t *testing.T) {
 		{in: `{"claims":{"team":[1]}}`, err: "want an array of strings"},
 		{in: `{"claims":{"team":` + many(MaxAccessClaimValues+1) + `}}`, err: "more than 64"},
 		{in: `{"claims":{"team":["` + long + `"]}}`, err: "more than 256"},
-		{in: `{"claims":[]}`, err: "access.claims: want an object"},
-		{in: `{"bind":{"team":1}}`, err: "access.bind: want an object"},
+		{in: `{"claims":[]}`, err: "access.claims: not a JSON object"},
+		{in: `{"bind":{"team":1}}`, err: "access.bind.team: want a claim name"},
 		{in: `{"bind":{"team":""}}`, err: "access.bind.team: empty"},
 		{in: `{"bind":{"":"team"}}`, err: "access.bind argument name: empty"},
-		{in: `{"scopes":["a"]} x`, err: "invalid"},
+		{in: `{"scopes":["a"]} x`, err: "data after the object"},
+		{in: `{"scopes":["a"],"scopes":["b"]}`, err: "access.scopes: member appears twice"},
+		{in: `{"claims":{"team":["a"],"team":["b"]}}`, err: "access.claims.team: member appears twice"},
+		{in: `{"bind":{"team":"team","team":"x"}}`, err: "access.bind.team: member appears twice"},
+		{in: `{"claims":null}`, err: "access.claims: not a JSON object"},
 	} {
 		a, err := ParseAccess(json.RawMessage(tc.in))
 		if tc.err != "" {
