@@ -62,7 +62,7 @@ type Options struct {
 // Add adds the event tools and the events://{topic} template to s,
 // reading events from store. Call it before serving s.
 func Add(s *mcp.Server, store Store, opts *Options) {
-	b := &tools{store: store}
+	b := &tools{store: store, srv: s}
 	if opts != nil {
 		b.opts = *opts
 	}
@@ -112,6 +112,11 @@ func (b *tools) listTopics(ctx context.Context) ([]*mcp.Resource, error) {
 	}
 	out := make([]*mcp.Resource, 0, len(ts))
 	for _, t := range ts {
+		if a, err := b.access(ctx, t.Name); err != nil {
+			return nil, err
+		} else if !a.Allowed() {
+			continue
+		}
 		out = append(out, &mcp.Resource{
 			URI:         "events://" + t.Name,
 			Name:        t.Name,
@@ -125,7 +130,20 @@ func (b *tools) listTopics(ctx context.Context) ([]*mcp.Resource, error) {
 
 type tools struct {
 	store Store
+	srv   *mcp.Server // for TopicAccess
 	opts  Options
+}
+
+// access is what the caller of ctx may read of topic
+// (mcp.Server.TopicAccess): a topic named by event types with access
+// rules is readable only as far as they allow, and one the caller may not
+// read at all is answered as a topic without events.
+func (b *tools) access(ctx context.Context, topic string) (*mcp.TopicAccess, error) {
+	a, err := b.srv.TopicAccess(ctx, topic)
+	if err != nil {
+		return nil, mcp.InternalError(fmt.Errorf("reading the events registry: %w", err))
+	}
+	return a, nil
 }
 
 // SessionInfoOutput is the result of session_info. A request of the
@@ -181,6 +199,11 @@ func (b *tools) topicsList(ctx context.Context, req *mcp.CallToolRequest, _ stru
 	}
 	out := TopicsListOutput{Topics: []TopicInfo{}}
 	for _, t := range ts {
+		if a, err := b.access(ctx, t.Name); err != nil {
+			return nil, TopicsListOutput{}, err
+		} else if !a.Allowed() {
+			continue
+		}
 		out.Topics = append(out.Topics, TopicInfo{Name: t.Name, URI: "events://" + t.Name, LastSequence: t.LastSeq, UpdatedAt: t.UpdatedAt.UTC()})
 	}
 	return nil, out, nil
@@ -226,24 +249,33 @@ func (b *tools) eventsRecent(ctx context.Context, req *mcp.CallToolRequest, in E
 	if limit < 1 || limit > 100 {
 		return nil, EventsOutput{}, fmt.Errorf("%w: limit must be between 1 and 100, not %d", errBadArgs, limit)
 	}
-	evs, after, err := b.recent(ctx, in.Topic, limit, in.After)
+	evs, last, err := b.recent(ctx, in.Topic, limit, in.After)
 	if err != nil {
 		return nil, EventsOutput{}, err
 	}
-	out := EventsOutput{Topic: in.Topic, Events: []Event{}, LastSequence: after}
+	out := EventsOutput{Topic: in.Topic, Events: []Event{}, LastSequence: last}
 	for _, e := range evs {
 		out.Events = append(out.Events, toEvent(e))
-		out.LastSequence = e.Seq
 	}
 	return nil, out, nil
 }
 
-// recent reads up to limit events after *after, or the last limit events.
+// recent reads up to limit events after *after, or the last limit
+// events, and returns those the caller may read and the sequence of the
+// last one read (after, or 0, when none).
 func (b *tools) recent(ctx context.Context, topic string, limit int, after *int64) ([]notify.TopicEvent, int64, error) {
+	a, err := b.access(ctx, topic)
+	if err != nil {
+		return nil, 0, err
+	}
 	var from int64
 	if after != nil {
 		from = *after
-	} else {
+	}
+	if !a.Allowed() {
+		return nil, from, nil // as a topic without events
+	}
+	if after == nil {
 		last, err := b.lastSeq(ctx, topic)
 		if err != nil {
 			return nil, 0, err
@@ -254,7 +286,11 @@ func (b *tools) recent(ctx context.Context, topic string, limit int, after *int6
 	if err != nil {
 		return nil, 0, mcp.InternalError(fmt.Errorf("reading events of %q: %w", topic, err))
 	}
-	return evs, from, nil
+	last := from
+	if len(evs) > 0 {
+		last = evs[len(evs)-1].Seq
+	}
+	return slices.DeleteFunc(evs, func(e notify.TopicEvent) bool { return !a.Admits(e.Data) }), last, nil
 }
 
 func (b *tools) lastSeq(ctx context.Context, topic string) (int64, error) {
@@ -304,11 +340,14 @@ func (b *tools) eventsWait(ctx context.Context, req *mcp.CallToolRequest, in Eve
 	if timeout > b.opts.MaxWait {
 		return nil, EventsWaitOutput{}, fmt.Errorf("%w: timeoutSeconds must be at most %v", errBadArgs, b.opts.MaxWait.Seconds())
 	}
+	a, err := b.access(ctx, in.Topic)
+	if err != nil {
+		return nil, EventsWaitOutput{}, err
+	}
 	var after int64
 	if in.After != nil {
 		after = *in.After
-	} else {
-		var err error
+	} else if a.Allowed() { // else as a topic without events: from 0
 		if after, err = b.lastSeq(ctx, in.Topic); err != nil {
 			return nil, EventsWaitOutput{}, err
 		}
@@ -320,13 +359,19 @@ func (b *tools) eventsWait(ctx context.Context, req *mcp.CallToolRequest, in Eve
 	t := time.NewTicker(b.opts.PollInterval)
 	defer t.Stop()
 	for {
-		evs, err := b.store.ReadTopicEvents(ctx, in.Topic, after, 1)
-		if err != nil && ctx.Err() == nil {
-			return nil, EventsWaitOutput{}, mcp.InternalError(fmt.Errorf("reading events of %q: %w", in.Topic, err))
+		var evs []notify.TopicEvent
+		if a.Allowed() {
+			evs, err = b.store.ReadTopicEvents(ctx, in.Topic, after, waitBatch)
+			if err != nil && ctx.Err() == nil {
+				return nil, EventsWaitOutput{}, mcp.InternalError(fmt.Errorf("reading events of %q: %w", in.Topic, err))
+			}
 		}
-		if len(evs) > 0 {
-			ev := toEvent(evs[0])
-			return nil, EventsWaitOutput{Topic: in.Topic, Event: &ev, WaitedSeconds: time.Since(start).Seconds()}, nil
+		for _, e := range evs {
+			if a.Admits(e.Data) {
+				ev := toEvent(e)
+				return nil, EventsWaitOutput{Topic: in.Topic, Event: &ev, WaitedSeconds: time.Since(start).Seconds()}, nil
+			}
+			after = e.Seq // one the caller may not read: skipped
 		}
 		if waited := time.Since(start); int(waited.Seconds()) > reported {
 			reported = int(waited.Seconds())
@@ -342,6 +387,10 @@ func (b *tools) eventsWait(ctx context.Context, req *mcp.CallToolRequest, in Eve
 		}
 	}
 }
+
+// waitBatch bounds the events one look of events_wait reads (those the
+// caller may not read are skipped).
+const waitBatch = 25
 
 func (b *tools) readTopic(ctx context.Context, req *mcp.ServerRequest[*mcp.ReadResourceParams]) (*mcp.ReadResourceResult, error) {
 	vars := mcp.TemplateVars("events://{topic}", req.Params.URI)

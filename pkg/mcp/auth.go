@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
 )
 
 // Challenger is implemented by Authenticator errors that carry a
@@ -28,18 +30,32 @@ type ExpiringAuthenticator interface {
 }
 
 // authenticate identifies r's principal with a, and returns r with the
-// credentials' expiry in its context (credentialsExpiry) if a tells it.
+// caller in its context (withIdentity: the principal, and the claims a
+// ClaimsAuthenticator tells) and the credentials' expiry
+// (credentialsExpiry) if a tells it.
 func authenticate(a Authenticator, r *http.Request) (string, *http.Request, error) {
-	ea, ok := a.(ExpiringAuthenticator)
-	if !ok {
-		p, err := a.Authenticate(r)
+	var (
+		p      string
+		until  time.Time
+		claims notify.Claims
+		err    error
+	)
+	switch a := a.(type) {
+	case ClaimsAuthenticator:
+		p, until, claims, err = a.AuthenticateClaims(r)
+	case ExpiringAuthenticator:
+		p, until, err = a.AuthenticateUntil(r)
+	default:
+		p, err = a.Authenticate(r)
+	}
+	if err != nil {
 		return p, r, err
 	}
-	p, until, err := ea.AuthenticateUntil(r)
-	if err != nil || until.IsZero() {
-		return p, r, err
+	ctx := withIdentity(r.Context(), p, claims)
+	if !until.IsZero() {
+		ctx = context.WithValue(ctx, credentialsKey{}, until)
 	}
-	return p, r.WithContext(context.WithValue(r.Context(), credentialsKey{}, until)), nil
+	return p, r.WithContext(ctx), nil
 }
 
 // credentialsKey is the context key of the request's credentials expiry.

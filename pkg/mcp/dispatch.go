@@ -479,7 +479,7 @@ func (s *Server) listTools(ctx context.Context, raw json.RawMessage) (*ListTools
 	s.mu.RLock()
 	tools := map[string]*Tool{}
 	for name, t := range s.tools {
-		if et := effectiveTool(t.tool, overlay[name]); et != nil {
+		if et := effectiveTool(t.tool, overlay[name]); et != nil && s.permitsTool(ctx, ActionToolsList, name, overlay) {
 			tools[name] = et
 		}
 	}
@@ -505,10 +505,12 @@ func (s *Server) callTool(ctx context.Context, ss *ServerSession, raw json.RawMe
 	s.mu.RLock()
 	t := s.tools[p.Name]
 	s.mu.RUnlock()
-	if t == nil {
+	overlay := s.toolOverlay(ctx)
+	if t == nil || !s.permitsTool(ctx, ActionToolsCall, p.Name, overlay) {
+		// A forbidden tool is answered as an unknown one.
 		return nil, Errorf(CodeInvalidParams, "unknown tool %q", p.Name)
 	}
-	if effectiveTool(t.tool, s.toolOverlay(ctx)[p.Name]) == nil {
+	if effectiveTool(t.tool, overlay[p.Name]) == nil {
 		return nil, Errorf(CodeInvalidParams, "tool %q is disabled", p.Name)
 	}
 	req := &CallToolRequest{Session: ss, Params: p}

@@ -44,6 +44,14 @@
 // notify/ingest), and tells each session, and each listen stream, of a
 // change exactly once.
 //
+// Authorization per event type, topic and tool: an Authenticator that is a
+// ClaimsAuthenticator gives each request its caller's claims, and
+// ServerOptions.Authorize (default RegistryAccess: the "access" rules of
+// the events and tools registry items) decides each use; what a caller
+// may not use is refused as an unknown one is, so a refusal never tells
+// whether it exists (access.go,
+// docs/auth.md).
+//
 // Everything a client controls is bounded before anything is stored
 // (ServerOptions.Limits, DefaultLimits): sizes of ids, names, progress
 // tokens, prompt arguments and renderings, subscriptions per session,

@@ -193,7 +193,7 @@ func (s *Server) listEvents(ctx context.Context, raw json.RawMessage) (*ListEven
 	listed := map[string]*EventType{}
 	for name, e := range types {
 		modes := s.offered(e)
-		if len(modes) == 0 {
+		if len(modes) == 0 || !s.permitsEvent(ctx, ActionEventsList, e) {
 			continue
 		}
 		listed[name] = &EventType{Name: e.Name, Description: e.Description, Delivery: modes, InputSchema: e.InputSchema, PayloadSchema: e.PayloadSchema}

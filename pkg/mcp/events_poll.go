@@ -108,6 +108,9 @@ func (s *Server) eventType(ctx context.Context, name, mode string) (*notify.Even
 		return nil, err
 	}
 	e := types[name]
+	if err := s.checkEventAccess(ctx, types, e, name, mode); err != nil {
+		return nil, err
+	}
 	if e == nil {
 		return nil, eventsError(CodeNotFound, "NotFound: no event type "+clipText(name, 64), map[string]string{"kind": "event"})
 	}
@@ -197,7 +200,7 @@ func (s *Server) pollEvents(ctx context.Context, _ *ServerSession, raw json.RawM
 	if err != nil {
 		return nil, err
 	}
-	filters, err := eventFilter(e, p.Arguments)
+	filters, err := s.boundFilter(ctx, e, p.Arguments)
 	if err != nil {
 		return nil, err
 	}

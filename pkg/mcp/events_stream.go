@@ -166,6 +166,9 @@ func (es *eventStream) checkType(ctx context.Context) ([]heldMsg, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !bindHolds(ctx, e, es.args) {
+		return []heldMsg{es.terminate(eventForbidden(e.Name))}, nil
+	}
 	filters, err := eventFilter(e, es.args)
 	if errors.As(err, &rpcErr) {
 		return []heldMsg{es.terminate(rpcErr)}, nil
@@ -412,11 +415,15 @@ func (s *Server) checkEventStream(ctx context.Context, _ *ServerSession, m *Mess
 	if err != nil {
 		return nil, false, err
 	}
-	filters, err := eventFilter(e, p.Arguments)
+	args, err := bindArguments(ctx, e, p.Arguments)
 	if err != nil {
 		return nil, false, err
 	}
-	es := &eventStream{e: e, args: p.Arguments, filters: filters, pos: -1}
+	filters, err := eventFilter(e, args)
+	if err != nil {
+		return nil, false, err
+	}
+	es := &eventStream{e: e, args: args, filters: filters, pos: -1}
 	if p.MaxAgeMs != nil && *p.MaxAgeMs < 0 {
 		return nil, false, Errorf(CodeInvalidParams, "invalid params: maxAgeMs must not be negative")
 	}

@@ -299,6 +299,9 @@ func (s *Server) checkWebhookKey(ctx context.Context, ss *ServerSession, method,
 	if err != nil {
 		return nil, nil, err
 	}
+	if args, err = bindArguments(ctx, e, args); err != nil {
+		return nil, nil, err
+	}
 	if validate {
 		if _, err := eventFilter(e, args); err != nil {
 			return nil, nil, err
@@ -369,6 +372,7 @@ func (s *Server) subscribeEvents(ctx context.Context, ss *ServerSession, raw jso
 	if err != nil {
 		return nil, err
 	}
+	expires = accessCeiling(k.event, expires, now, o.MaxTTL)
 	if p.MaxAgeMs != nil && *p.MaxAgeMs < 0 {
 		return nil, Errorf(CodeInvalidParams, "invalid params: maxAgeMs must not be negative")
 	}
@@ -396,6 +400,7 @@ func (s *Server) subscribeEvents(ctx context.Context, ss *ServerSession, raw jso
 		case w.Principal != k.principal || w.URL != k.url || w.Name != k.event.Name:
 			return nil, fmt.Errorf("webhook subscription %s: stored key differs (an id collision)", k.id)
 		}
+		w.Claims = recordedClaims(ctx, k.event)
 		res, err := s.refreshWebhook(ctx, ws, o, sealer, w, secret, expires, now)
 		if errors.Is(err, notify.ErrConflict) || errors.Is(err, notify.ErrNotFound) {
 			continue // changed (a delivery) or lapsed meanwhile: read again
@@ -423,6 +428,7 @@ func (s *Server) createWebhook(ctx context.Context, ws WebhookStore, o *WebhookO
 	w := &notify.WebhookSubscription{
 		Topic: k.event.Topic, ID: k.id, Principal: k.principal, Name: k.event.Name, URL: k.url,
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: expires, Verified: true, Watermark: watermark,
+		Claims: recordedClaims(ctx, k.event),
 	}
 	if !bytes.Equal(k.args, []byte("{}")) {
 		w.Arguments = k.args

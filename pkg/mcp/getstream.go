@@ -185,6 +185,9 @@ func (g *getSource) read(ctx context.Context, age time.Duration) (heldBatch, err
 			break
 		}
 	}
+	if g.stream == getStream {
+		b.msgs = g.h.srv.filterTopicMessages(ctx, b.msgs)
+	}
 	return b, err
 }
 

@@ -602,6 +602,7 @@ func (ls *listenSource) read(ctx context.Context, age time.Duration) (heldBatch,
 	for _, msg := range msgs {
 		b.msgs = append(b.msgs, heldMsg{data: msg})
 	}
+	b.msgs = l.srv.filterTopicMessages(ctx, b.msgs)
 	return b, err
 }
 

@@ -74,6 +74,10 @@ type ServerOptions struct {
 	// registry hashes before reading them again (one read, shared by all
 	// requests and streams of the process). Default: 500ms.
 	RegistryRefresh time.Duration
+	// Authorize decides, per request, whether the caller may use an
+	// event type, a topic named by one, or a tool (access.go). Nil:
+	// RegistryAccess, the access rules of the registry items.
+	Authorize AccessFunc
 	// Limits bound what one client can make the server hold or produce.
 	// Zero fields are DefaultLimits.
 	Limits Limits

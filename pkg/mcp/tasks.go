@@ -398,6 +398,9 @@ type taskRequest struct {
 	Params             json.RawMessage `json:"params"`
 	ProtocolVersion    string          `json:"protocolVersion"`
 	ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"`
+	// Claims are the caller's claims that access rules read
+	// (ruleClaims), for the work's own checks (a tool's rule, a topic's).
+	Claims notify.Claims `json:"claims,omitempty"`
 }
 
 // taskInput is what a task carries between rounds of input.
@@ -476,8 +479,8 @@ func (s *Server) maybeTask(ctx context.Context, ss *ServerSession, m *Message) (
 	s.mu.RLock()
 	t := s.tools[p.Name]
 	s.mu.RUnlock()
-	if t == nil || t.tool.Execution == nil {
-		return nil, false, nil
+	if t == nil || t.tool.Execution == nil || !s.permitsTool(ctx, ActionToolsCall, p.Name, nil) {
+		return nil, false, nil // callTool answers (a forbidden tool: as an unknown one)
 	}
 	support := t.tool.Execution.TaskSupport
 	if support != TaskOptional && support != TaskRequired {
@@ -542,7 +545,7 @@ func (e *taskEngine) create(ctx context.Context, ss *ServerSession, params json.
 	if c.Bytes >= int64(e.limits.MaxTaskBytesPerPrincipal) {
 		return nil, Errorf(CodeInvalidRequest, "too many task bytes stored: this %s's tasks, ended ones included, hold %d bytes in the store, limit %d; ended tasks are kept for their ttlMs (%v) after their creation", who, c.Bytes, e.limits.MaxTaskBytesPerPrincipal, e.limits.TaskTTL)
 	}
-	req, _ := json.Marshal(taskRequest{Params: params, ProtocolVersion: ss.ProtocolVersion(), ClientCapabilities: ss.state.ClientCapabilities})
+	req, _ := json.Marshal(taskRequest{Params: params, ProtocolVersion: ss.ProtocolVersion(), ClientCapabilities: ss.state.ClientCapabilities, Claims: e.srv.ruleClaims(ctx)})
 	input, _ := json.Marshal(in)
 	now := e.srv.opts.Now()
 	t := &notify.Task{
@@ -912,7 +915,7 @@ func (e *taskEngine) run(ctx context.Context, t *notify.Task) (result any, err e
 	}}
 	c := &call{sess: ss, out: discardSink{}, method: "tools/call", task: &taskRef{principal: t.Principal, id: t.ID},
 		inputResponses: in.Answers, answers: in.Answers, state: in.State}
-	ctx = context.WithValue(ctx, callKey{}, c)
+	ctx = withIdentity(context.WithValue(ctx, callKey{}, c), t.Principal, req.Claims)
 	defer func() {
 		if v := recover(); v != nil {
 			e.srv.log.ErrorContext(ctx, "task handler panicked", "task", t.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))

@@ -56,6 +56,9 @@ func DecodeToolItem(raw json.RawMessage) (*ToolItem, error) {
 	if t.Name == "" {
 		return nil, fmt.Errorf("%w: tool without a name", ErrBadItem)
 	}
+	if err := t.Access.Check(); err != nil {
+		return nil, fmt.Errorf("tool %s: %w", t.Name, err)
+	}
 	return &t, nil
 }
 
@@ -133,6 +136,9 @@ func DecodeEventItem(raw json.RawMessage) (*EventItem, error) {
 		if err := json.Unmarshal(sc, &top); err != nil || top.Type != "object" {
 			return nil, fmt.Errorf("%w: event type %s: a schema is not a JSON object schema of type \"object\"", ErrBadItem, e.Name)
 		}
+	}
+	if err := e.Access.Check(); err != nil {
+		return nil, fmt.Errorf("event type %s: %w", e.Name, err)
 	}
 	return &e, nil
 }

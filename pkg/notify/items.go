@@ -57,6 +57,10 @@ type ToolItem struct {
 	Name        string `json:"name"`
 	Enabled     *bool  `json:"enabled,omitempty"`
 	Description string `json:"description,omitempty"`
+	// Access, if set, restricts the tool to the callers it permits
+	// (access.go): tools/list hides it from others, and tools/call
+	// answers them as for an unknown tool.
+	Access *Access `json:"access,omitempty"`
 }
 
 // Delivery modes of an event type (the Events extension, SEP-3415).
@@ -86,6 +90,9 @@ type EventItem struct {
 	Delivery      []string        `json:"delivery,omitempty"`
 	InputSchema   json.RawMessage `json:"inputSchema,omitempty"`
 	PayloadSchema json.RawMessage `json:"payloadSchema,omitempty"`
+	// Access, if set, restricts the type, and its topic on every path
+	// that reads it, to the callers it permits (access.go).
+	Access *Access `json:"access,omitempty"`
 }
 
 // ObjectSchema is the default InputSchema and PayloadSchema of an

@@ -36,6 +36,11 @@ type WebhookSubscription struct {
 	// Arguments are the subscription's arguments as canonical JSON (an
 	// object), nil when there are none.
 	Arguments json.RawMessage
+	// Claims are the claims of the subscriber's credentials that the
+	// event type's access rule read when the subscription was granted or
+	// last refreshed (Access.Record), never a token; nil for a type
+	// without access. Delivery re-checks them (Permitted).
+	Claims Claims
 	// Secrets are the signing secrets, sealed by the writer; opaque to
 	// the store.
 	Secrets []byte
@@ -100,6 +105,7 @@ type webhookBody struct {
 	Name      string          `json:"n"`
 	URL       string          `json:"u"`
 	Arguments json.RawMessage `json:"a,omitempty"`
+	Claims    Claims          `json:"cl,omitempty"`
 	Secrets   []byte          `json:"s"`
 	CreatedAt int64           `json:"c"`
 	UpdatedAt int64           `json:"m"`
@@ -131,7 +137,7 @@ func CheckWebhook(w *WebhookSubscription) ([]byte, error) {
 		return nil, fmt.Errorf("%w: id, principal or URL too long (limits 128, %d, %d bytes)", ErrTooLarge, MaxURIBytes, MaxURIBytes)
 	}
 	b, err := json.Marshal(webhookBody{
-		Principal: w.Principal, Name: w.Name, URL: w.URL, Arguments: w.Arguments, Secrets: w.Secrets,
+		Principal: w.Principal, Name: w.Name, URL: w.URL, Arguments: w.Arguments, Claims: w.Claims, Secrets: w.Secrets,
 		CreatedAt: UnixNanos(w.CreatedAt), UpdatedAt: UnixNanos(w.UpdatedAt), ExpiresAt: UnixNanos(w.ExpiresAt),
 		Verified: w.Verified, Watermark: w.Watermark, Lease: UnixNanos(w.LeaseUntil),
 		RSeq: w.Retry.Seq, RAttempts: w.Retry.Attempts, RFirst: UnixNanos(w.Retry.FirstAt), RNext: UnixNanos(w.Retry.NextAt), RAband: w.Retry.Abandoned, RGap: w.Retry.Gap,
@@ -154,7 +160,7 @@ func DecodeWebhook(topic, id string, version int64, b []byte) (*WebhookSubscript
 	}
 	return &WebhookSubscription{
 		Topic: topic, ID: id, Version: version,
-		Principal: body.Principal, Name: body.Name, URL: body.URL, Arguments: body.Arguments, Secrets: body.Secrets,
+		Principal: body.Principal, Name: body.Name, URL: body.URL, Arguments: body.Arguments, Claims: body.Claims, Secrets: body.Secrets,
 		CreatedAt: FromUnixNanos(body.CreatedAt), UpdatedAt: FromUnixNanos(body.UpdatedAt), ExpiresAt: FromUnixNanos(body.ExpiresAt),
 		Verified: body.Verified, Watermark: body.Watermark, LeaseUntil: FromUnixNanos(body.Lease),
 		Retry:  WebhookRetry{Seq: body.RSeq, Attempts: body.RAttempts, FirstAt: FromUnixNanos(body.RFirst), NextAt: FromUnixNanos(body.RNext), Abandoned: body.RAband, Gap: body.RGap},

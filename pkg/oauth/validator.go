@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
 )
 
 // Defaults of Options.
@@ -115,6 +116,10 @@ type Claims struct {
 	ClientID string `json:"client_id,omitempty"`
 	// TokenUse is Cognito's "token_use": "access" or "id".
 	TokenUse string `json:"token_use,omitempty"`
+	// All are every claim of the token, decoded (the payload as a JSON
+	// object), for access rules (notify.Access) and mcp.ServerOptions
+	// .Authorize.
+	All notify.Claims `json:"-"`
 }
 
 // Scopes returns the token's scopes.
@@ -139,7 +144,10 @@ func (c *Claims) UnmarshalJSON(b []byte) error {
 		}
 	}
 	type plain Claims // without this method
-	return json.Unmarshal(b, (*plain)(c))
+	if err := json.Unmarshal(b, (*plain)(c)); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, &c.All)
 }
 
 // isNumber reports whether v is a JSON number.
@@ -246,26 +254,34 @@ func (v *Validator) Authenticate(r *http.Request) (string, error) {
 // the held streams opened with it end (a client that comes back with it
 // then is refused, and fetches a fresh one).
 func (v *Validator) AuthenticateUntil(r *http.Request) (string, time.Time, error) {
+	p, exp, _, err := v.AuthenticateClaims(r)
+	return p, exp, err
+}
+
+// AuthenticateClaims implements mcp.ClaimsAuthenticator:
+// AuthenticateUntil, and the token's claims (Claims.All), which the
+// server's access rules read.
+func (v *Validator) AuthenticateClaims(r *http.Request) (string, time.Time, notify.Claims, error) {
 	resource := v.resource(r)
 	meta := metadataURL(resource)
 	token, err := bearer(r)
 	if err != nil {
-		return "", time.Time{}, &Error{Code: "invalid_request", Description: err.Error(), kind: mcp.ErrUnauthorized,
+		return "", time.Time{}, nil, &Error{Code: "invalid_request", Description: err.Error(), kind: mcp.ErrUnauthorized,
 			challenge: challenge("error", "invalid_request", "error_description", err.Error(), "resource_metadata", meta)}
 	}
 	if token == "" {
-		return "", time.Time{}, &Error{Description: "no bearer token in the Authorization header", kind: mcp.ErrUnauthorized,
+		return "", time.Time{}, nil, &Error{Description: "no bearer token in the Authorization header", kind: mcp.ErrUnauthorized,
 			challenge: challenge("resource_metadata", meta, "scope", strings.Join(v.opts.Scopes, " "))}
 	}
 	c, err := v.Validate(r.Context(), token, resource)
 	if err != nil {
-		return "", time.Time{}, v.refusal(err, meta)
+		return "", time.Time{}, nil, v.refusal(err, meta)
 	}
 	var exp time.Time
 	if c.ExpiresAt != nil {
 		exp = c.ExpiresAt.Time.Add(v.opts.Leeway)
 	}
-	return c.Principal(), exp, nil
+	return c.Principal(), exp, c.All, nil
 }
 
 // refusal turns a Validate error into an *Error with its challenge.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/oauth"
 	"github.com/mcpush/mcpush/pkg/serve/initerror"
 )
@@ -429,6 +430,17 @@ func (IAMAuthenticator) Authenticate(r *http.Request) (string, error) {
 		return arn, nil
 	}
 	return "", ErrNoIAMCaller
+}
+
+// AuthenticateClaims implements mcp.ClaimsAuthenticator: the principal
+// is the signer's IAM ARN, which is also the one claim, "arn", so that an
+// access rule can name callers ({"claims":{"arn":["arn:aws:iam::…"]}}).
+func (a IAMAuthenticator) AuthenticateClaims(r *http.Request) (string, time.Time, notify.Claims, error) {
+	arn, err := a.Authenticate(r)
+	if err != nil {
+		return "", time.Time{}, nil, err
+	}
+	return arn, time.Time{}, notify.Claims{"arn": arn}, nil
 }
 
 // CallerARN returns the IAM ARN of the signer of the request in ctx, from

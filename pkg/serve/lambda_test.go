@@ -232,13 +232,14 @@ func TestLambdaConcurrentInvocations(t *testing.T) {
 func TestIAMPrincipal(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/whoami", func(w http.ResponseWriter, r *http.Request) {
-		p, err := IAMAuthenticator{}.Authenticate(r)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusUnauthorized)
+		p, _, claims, err := IAMAuthenticator{}.AuthenticateClaims(r)
+		if err != nil || claims["arn"] != p {
+			http.Error(w, fmt.Sprint(err, claims), http.StatusUnauthorized)
 			return
 		}
 		io.WriteString(w, p)
 	})
+	var _ mcp.ClaimsAuthenticator = IAMAuthenticator{} // the ARN is claim "arn" for access rules
 	const arn = "arn:aws:sts::123456789012:assumed-role/ops/alice"
 	for _, mode := range modes {
 		t.Run(string(mode), func(t *testing.T) {

@@ -27,6 +27,7 @@ type Store interface {
 	DeleteWebhook(ctx context.Context, w *notify.WebhookSubscription) error
 	ReadTopicEvents(ctx context.Context, topic string, after int64, limit int) ([]notify.TopicEvent, error)
 	Topics(ctx context.Context) ([]notify.Topic, error)
+	RegistryHashes(ctx context.Context) (map[string]string, error)
 }
 
 // Defaults of Options.
@@ -192,8 +193,12 @@ func (e *Engine) Handle(ctx context.Context, t Task) (Counts, error) {
 	if err := t.check(); err != nil {
 		return c, err
 	}
-	if t.Kind == KindFanOut {
+	switch t.Kind {
+	case KindFanOut:
 		err := e.fanOut(ctx, t, &c)
+		return c, err
+	case KindRecheck:
+		_, err := e.enqueueTopics(ctx, true)
 		return c, err
 	}
 	err := e.deliver(ctx, t, &c)
@@ -205,6 +210,12 @@ func (e *Engine) Handle(ctx context.Context, t Task) (Counts, error) {
 // events a crash left behind a watermark. One read of the topics; the
 // fan-outs run on the queue's workers, in parallel across topics.
 func (e *Engine) Sweep(ctx context.Context) (topics int, err error) {
+	return e.enqueueTopics(ctx, false)
+}
+
+// enqueueTopics enqueues a fan-out of every topic with an event within
+// SweepAge; with check, of every topic, checking every subscription.
+func (e *Engine) enqueueTopics(ctx context.Context, check bool) (int, error) {
 	all, err := e.o.Store.Topics(ctx)
 	if err != nil {
 		return 0, err
@@ -212,10 +223,10 @@ func (e *Engine) Sweep(ctx context.Context) (topics int, err error) {
 	since := e.o.Now().Add(-e.o.SweepAge)
 	var tasks []Task
 	for _, t := range all {
-		if t.UpdatedAt.Before(since) {
+		if t.UpdatedAt.Before(since) && !check {
 			continue
 		}
-		tasks = append(tasks, Task{Kind: KindFanOut, Topic: t.Name, Seq: t.LastSeq})
+		tasks = append(tasks, Task{Kind: KindFanOut, Topic: t.Name, Seq: t.LastSeq, Check: check})
 	}
 	return len(tasks), e.o.Queue.Enqueue(ctx, tasks...)
 }
@@ -238,16 +249,16 @@ func (e *Engine) fanOut(ctx context.Context, t Task, c *Counts) error {
 	}
 	var tasks []Task
 	if next != "" {
-		tasks = append(tasks, Task{Kind: KindFanOut, Topic: t.Topic, Seq: t.Seq, After: next, event: t.event})
+		tasks = append(tasks, Task{Kind: KindFanOut, Topic: t.Topic, Seq: t.Seq, After: next, Check: t.Check, event: t.event})
 	}
 	now := e.o.Now()
 	for _, w := range page {
 		c.Subscriptions++
-		if !due(w, t.Seq, now) {
+		if !t.Check && !due(w, t.Seq, now) {
 			continue
 		}
 		c.Enqueued++
-		tasks = append(tasks, Task{Kind: KindSubscription, Topic: t.Topic, ID: w.ID, Seq: t.Seq, sub: w, event: t.event})
+		tasks = append(tasks, Task{Kind: KindSubscription, Topic: t.Topic, ID: w.ID, Seq: t.Seq, Check: t.Check, sub: w, event: t.event})
 	}
 	return e.o.Queue.Enqueue(ctx, tasks...)
 }

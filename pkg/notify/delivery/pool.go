@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/mcpush/mcpush/pkg/notify"
 )
 
 // Defaults of PoolOptions.
@@ -167,8 +169,9 @@ func (p *Pool) Pending() int {
 }
 
 // Run handles the pool's tasks with e until ctx ends, on Workers
-// goroutines; it also polls the store's topic heads every PollInterval
-// (a topic whose head moved gets a fan-out) and sweeps every
+// goroutines; it also polls the store's topic heads and registry hashes
+// every PollInterval (a topic whose head moved gets a fan-out; a change of
+// the events registry, a Recheck) and sweeps every
 // SweepInterval, the first time at once (what was pending when the
 // process started). When ctx ends, no task starts; the tasks running stop
 // before their next attempt, their attempts in flight get Grace to finish
@@ -287,6 +290,8 @@ func (p *Pool) run(ctx context.Context, e *Engine, it *poolItem) {
 // watch polls the topic heads and sweeps until ctx ends.
 func (p *Pool) watch(ctx context.Context, e *Engine) {
 	seen := map[string]int64{}
+	hashes, _ := e.o.Store.RegistryHashes(ctx)
+	eventsHash := hashes[notify.RegistryEvents]
 	if n, err := e.Sweep(ctx); err != nil {
 		p.o.Logger.Warn("webhook sweep", "err", err)
 	} else if n > 0 {
@@ -320,6 +325,12 @@ func (p *Pool) watch(ctx context.Context, e *Engine) {
 					tasks = append(tasks, Task{Kind: KindFanOut, Topic: t.Name, Seq: t.LastSeq})
 					seen[t.Name] = t.LastSeq
 				}
+			}
+			// An events registry change (another process's ingest):
+			// every subscription checked against it.
+			if hashes, err := e.o.Store.RegistryHashes(ctx); err == nil && hashes[notify.RegistryEvents] != eventsHash {
+				eventsHash = hashes[notify.RegistryEvents]
+				tasks = append(tasks, Recheck())
 			}
 			p.Enqueue(ctx, tasks...)
 		}

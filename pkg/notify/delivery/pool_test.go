@@ -336,3 +336,59 @@ func TestRetryTaskEarly(t *testing.T) {
 		t.Fatalf("an early retry task made %+v, want one retry task delayed by the rest (at most 700 ms)", q.delayed)
 	}
 }
+
+// TestAccessRevokedWebhook: a registry change that removes a group from
+// an event type's access rule ends, within the pool's next poll, the
+// webhook subscription whose recorded claims only that group admitted:
+// its receiver gets a signed terminated envelope and nothing after it,
+// and the record is gone; a subscriber of a group still admitted keeps
+// getting events.
+func TestAccessRevokedWebhook(t *testing.T) {
+	ctx := context.Background()
+	rc := newRecorder(t, nil)
+	r := newPoolRig(t, Options{}, rc.srv.URL)
+	setRule := func(groups ...string) {
+		t.Helper()
+		item, _ := json.Marshal(notify.EventItem{Name: "order.created", Topic: "orders",
+			Access: &notify.Access{Claims: map[string][]string{"cognito:groups": groups}}}.WithDefaults())
+		if _, _, err := r.st.ApplyRegistry(ctx, notify.RegistryEvents, notify.OpReplace, map[string]json.RawMessage{"order.created": item}, "rule-"+fmt.Sprint(groups)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setRule("oncall", "sre")
+	ids := r.subscribe(t, "acc", 2, rc.srv.URL)
+	for i, group := range []string{"oncall", "sre"} {
+		w, _ := r.st.(Store).GetWebhook(ctx, "orders", ids[i])
+		w.Claims = notify.Claims{"cognito:groups": []any{group}}
+		if err := r.st.(Store).UpdateWebhook(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishOne := func(n string) {
+		ev, _, err := r.st.AppendTopicEvent(ctx, "orders", "m"+n, time.Now(), json.RawMessage(`{"n":"`+n+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.pool.Enqueue(ctx, FanOut(&ev))
+	}
+	publishOne("1")
+	eventually(t, 10*time.Second, "event 1 at both", func() bool { return len(rc.events(ids[0])) == 1 && len(rc.events(ids[1])) == 1 })
+
+	setRule("sre") // oncall removed: no event published, the change alone ends the subscription
+	eventually(t, 10*time.Second, "the oncall subscriber told it ended", func() bool {
+		got := rc.events(ids[0])
+		return len(got) == 2 && got[1] == "control:terminated"
+	})
+	if _, err := r.st.(Store).GetWebhook(ctx, "orders", ids[0]); err == nil {
+		t.Error("the oncall subscription is still stored")
+	}
+	publishOne("2")
+	eventually(t, 10*time.Second, "event 2 at the sre subscriber", func() bool { return len(rc.events(ids[1])) == 2 })
+	time.Sleep(300 * time.Millisecond)
+	if got := rc.events(ids[0]); !slices.Equal(got, []string{"1", "control:terminated"}) {
+		t.Errorf("the oncall subscriber got %v, want 1 then terminated and nothing after", got)
+	}
+	if got := rc.events(ids[1]); !slices.Equal(got, []string{"1", "2"}) {
+		t.Errorf("the sre subscriber got %v, want 1, 2", got)
+	}
+}

@@ -37,6 +37,24 @@ func (e *Engine) deliver(ctx context.Context, t Task, c *Counts) error {
 		}
 	}
 	now := e.o.Now()
+	if t.Check && e.o.EventTypes != nil {
+		// A check (the events registry changed): the type, and the
+		// claims the subscription recorded, against the registry as it
+		// is now.
+		types, err := e.types(ctx, true)
+		if err != nil {
+			return err
+		}
+		if reason := ended(w, types); reason != "" {
+			cl := &claim{e: e, w: w, log: e.o.Logger.With("subscription", w.ID, "topic", w.Topic)}
+			if ok, _, err := cl.take(ctx, 0); !ok {
+				return err
+			}
+			cl.openSecrets(ctx)
+			cl.terminate(ctx, reason)
+			return nil
+		}
+	}
 	if !due(w, t.Seq, now) {
 		if t.Retry && !w.Status.Suspended && (w.Retry.Seq != 0 || w.Retry.Gap != 0) && w.Retry.NextAt.After(now) {
 			return e.again(ctx, t, w.Retry.NextAt.Sub(now))
@@ -163,22 +181,16 @@ func (cl *claim) take(ctx context.Context, seq int64) (ok bool, busyUntil time.T
 // the batch bound stopped it with events left.
 func (cl *claim) run(ctx context.Context, t Task, slot *slot, c *Counts) (more bool, err error) {
 	e, w := cl.e, cl.w
-	now := e.o.Now()
-	sec, err := w.OpenSecrets(e.o.Sealer)
-	if err == nil {
-		cl.secrets, err = parseSecrets(sec, now)
-	}
-	if err != nil {
-		cl.log.ErrorContext(ctx, "webhook secrets do not open (were the state keys changed without keeping the old one?)", "err", err)
+	if !cl.openSecrets(ctx) {
 		return false, nil
 	}
 	if e.o.EventTypes != nil {
-		types, err := e.types(ctx)
+		types, err := e.types(ctx, false)
 		if err != nil {
 			return false, err
 		}
-		if it := types[w.Name]; it == nil || it.Topic != w.Topic || !it.Supports(notify.DeliveryWebhook) {
-			cl.terminate(ctx, "the event type was removed or no longer offers webhook delivery")
+		if reason := ended(w, types); reason != "" {
+			cl.terminate(ctx, reason)
 			return false, nil
 		}
 	}
@@ -246,6 +258,35 @@ func (cl *claim) run(ctx context.Context, t Task, slot *slot, c *Counts) (more b
 			return false, nil
 		}
 	}
+}
+
+// openSecrets opens the subscription's signing secrets; false (logged)
+// when they do not open.
+func (cl *claim) openSecrets(ctx context.Context) bool {
+	sec, err := cl.w.OpenSecrets(cl.e.o.Sealer)
+	if err == nil {
+		cl.secrets, err = parseSecrets(sec, cl.e.o.Now())
+	}
+	if err != nil {
+		cl.log.ErrorContext(ctx, "webhook secrets do not open (were the state keys changed without keeping the old one?)", "err", err)
+		return false
+	}
+	return true
+}
+
+// ended says why w may no longer be delivered to under the events
+// registry types ("" when it may): its type removed, moved to another
+// topic or without webhook delivery, or its recorded claims and
+// arguments no longer admitted by the type's access rule.
+func ended(w *notify.WebhookSubscription, types map[string]*notify.EventItem) string {
+	it := types[w.Name]
+	switch {
+	case it == nil || it.Topic != w.Topic || !it.Supports(notify.DeliveryWebhook):
+		return "the event type was removed or no longer offers webhook delivery"
+	case !w.Permitted(it):
+		return "the subscriber no longer qualifies for the event type's access rule"
+	}
+	return ""
 }
 
 // check keeps the claim ahead of the next attempt: false when it cannot
@@ -504,12 +545,12 @@ type typeCache struct {
 }
 
 // types returns the events registry's items, read at most once per
-// TypesTTL.
-func (e *Engine) types(ctx context.Context) (map[string]*notify.EventItem, error) {
+// TypesTTL unless fresh.
+func (e *Engine) types(ctx context.Context, fresh bool) (map[string]*notify.EventItem, error) {
 	e.cache.mu.Lock()
 	defer e.cache.mu.Unlock()
 	now := e.o.Now()
-	if e.cache.types != nil && now.Sub(e.cache.at) < e.o.TypesTTL {
+	if !fresh && e.cache.types != nil && now.Sub(e.cache.at) < e.o.TypesTTL {
 		return e.cache.types, nil
 	}
 	types, err := e.o.EventTypes(ctx)

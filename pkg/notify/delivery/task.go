@@ -19,6 +19,11 @@ const (
 	// KindSubscription: deliver to one subscription what follows its
 	// watermark.
 	KindSubscription Kind = "subscription"
+	// KindRecheck: the events registry changed: enqueue a checking
+	// fan-out (Task.Check) of every topic, so that subscriptions whose
+	// type is gone or whose recorded claims its access rule no longer
+	// admits are ended now, not at their next event.
+	KindRecheck Kind = "recheck"
 )
 
 // Bounds of a task's fields (a queue message is input like any other).
@@ -52,6 +57,10 @@ type Task struct {
 	// its delay: arriving early (another process's clock, a queue's
 	// rounding), it waits again rather than being dropped.
 	Retry bool `json:"r,omitempty"`
+	// Check: a fan-out makes a task for every subscription, and a
+	// subscription task checks the subscription against the events
+	// registry (read afresh) even when nothing is due.
+	Check bool `json:"c,omitempty"`
 
 	// Delay: not before this long after Enqueue (at most MaxDelay).
 	Delay time.Duration `json:"-"`
@@ -69,11 +78,18 @@ func FanOut(ev *notify.TopicEvent) Task {
 	return Task{Kind: KindFanOut, Topic: ev.Topic, Seq: ev.Seq, event: ev}
 }
 
+// Recheck returns the task that checks every subscription against the
+// events registry: what an ingest enqueues after a change to it.
+func Recheck() Task { return Task{Kind: KindRecheck} }
+
 // key identifies the work of t for coalescing: two tasks with one key do
 // the same work.
 func (t *Task) key() string {
-	if t.Kind == KindSubscription {
+	switch t.Kind {
+	case KindSubscription:
 		return "s\x00" + t.Topic + "\x00" + t.ID
+	case KindRecheck:
+		return "r"
 	}
 	return "f\x00" + t.Topic + "\x00" + t.After
 }
@@ -81,6 +97,8 @@ func (t *Task) key() string {
 // check validates t.
 func (t *Task) check() error {
 	switch {
+	case t.Kind == KindRecheck:
+		return nil
 	case t.Kind != KindFanOut && t.Kind != KindSubscription:
 		return fmt.Errorf("%w: kind %q", ErrInvalidTask, t.Kind)
 	case t.Topic == "" || len(t.Topic) > notify.MaxEventNameLen:

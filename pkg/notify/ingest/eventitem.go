@@ -14,7 +14,7 @@ import (
 // extension (SEP-3415).
 type Event = notify.EventItem
 
-var eventItemFields = []string{"name", "topic", "description", "delivery", "inputSchema", "payloadSchema"}
+var eventItemFields = []string{"name", "topic", "description", "delivery", "inputSchema", "payloadSchema", "access"}
 
 // maxSchemaDepth bounds how deeply the objects and arrays of an event
 // type's schema nest.
@@ -56,6 +56,8 @@ func parseEventItem(members []member, path, _ string) (string, any, error) {
 			e.InputSchema, err = parseObjectSchema(m.value, mp)
 		case "payloadSchema":
 			e.PayloadSchema, err = parseObjectSchema(m.value, mp)
+		case "access":
+			e.Access, err = parseAccess(m.value, mp)
 		default:
 			err = unknownField(path, m.name, eventItemFields)
 		}
@@ -143,6 +145,19 @@ func parseObjectSchema(raw json.RawMessage, path string) (json.RawMessage, error
 		return nil, invalidf(path, "not a usable JSON Schema: %s", clip(err.Error()))
 	}
 	return canon, nil
+}
+
+// parseAccess validates an access rule (notify.ParseAccess); null is no
+// rule.
+func parseAccess(raw json.RawMessage, path string) (*notify.Access, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	a, err := notify.ParseAccess(raw)
+	if err != nil {
+		return nil, invalidf(path, "%s", strings.TrimPrefix(err.Error(), notify.ErrBadItem.Error()+": "))
+	}
+	return a, nil
 }
 
 // clip shortens an error text from a library to 200 bytes.

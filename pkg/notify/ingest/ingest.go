@@ -285,6 +285,13 @@ func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup, con
 			return false, false, err
 		}
 		attrs = append(attrs, slog.String("hash", reg.Hash), slog.Bool("duplicate", !applied))
+		if applied && msg.Registry == notify.RegistryEvents && in.delivery != nil {
+			// Webhook subscriptions whose type went, or whose claims
+			// its access rule no longer admits, end now.
+			if err := in.delivery.Enqueue(ctx, delivery.Recheck()); err != nil {
+				attrs = append(attrs, slog.String("deliveryErr", err.Error()))
+			}
+		}
 		in.logger.LogAttrs(ctx, slog.LevelInfo, "registry changed", attrs...)
 		return !applied, false, nil
 	}

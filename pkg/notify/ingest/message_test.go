@@ -134,6 +134,14 @@ func TestParseRegistry(t *testing.T) {
 		{"event type delete", `{"type":"registry","registry":"events","op":"delete","items":[{"name":"order.created"}]}`,
 			&Message{Type: TypeRegistry, Registry: "events", Op: "delete", Items: map[string]json.RawMessage{
 				"order.created": raw(`{"name":"order.created","topic":"order.created","delivery":["poll","push","webhook"],"inputSchema":{"type":"object"},"payloadSchema":{"type":"object"}}`)}}},
+		{"event type and tool with access: canonical rule", `{"type":"registry","registry":"events","op":"put","items":[
+			{"name":"incident.created","topic":"incidents","access":{"bind":{"team":"team"},"claims":{"cognito:groups":["oncall","sre"]},"scopes":["incidents:read"]}}]}`,
+			&Message{Type: TypeRegistry, Registry: "events", Op: "put", Items: map[string]json.RawMessage{
+				"incident.created": raw(`{"name":"incident.created","topic":"incidents","delivery":["poll","push","webhook"],"inputSchema":{"type":"object"},"payloadSchema":{"type":"object"},` +
+					`"access":{"scopes":["incidents:read"],"claims":{"cognito:groups":["oncall","sre"]},"bind":{"team":"team"}}}`)}}},
+		{"tool with access", `{"type":"registry","registry":"tools","op":"put","items":[{"name":"events_wait","access":{"claims":{"team":["a"]}}}]}`,
+			&Message{Type: TypeRegistry, Registry: "tools", Op: "put", Items: map[string]json.RawMessage{
+				"events_wait": raw(`{"name":"events_wait","access":{"claims":{"team":["a"]}}}`)}}},
 		{"replace with no items clears", `{"type":"registry","registry":"prompts","op":"replace","items":[]}`,
 			&Message{Type: TypeRegistry, Registry: "prompts", Op: "replace", Items: map[string]json.RawMessage{}}},
 	} {
@@ -171,6 +179,12 @@ func TestParseErrors(t *testing.T) {
 		{"ARN topic with a bad character", "arn:aws:sns:us-east-1:1:or/ders", "hello", "TopicArn", nil, "valid topic name"},
 		{"ARN topic too long", "arn:aws:sns:us-east-1:1:" + strings.Repeat("t", 129), "hello", "TopicArn", nil, "valid topic name"},
 
+		// Access rules: a malformed rule refuses the whole message.
+		{"access empty", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"a"},{"name":"b","access":{}}]}`, "items[1].access", nil, "empty"},
+		{"access unknown member", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"b","access":{"scope":["x"]}}]}`, "items[0].access", nil, `unknown member "scope"`},
+		{"access claim without values", testARN, `{"type":"registry","registry":"tools","op":"put","items":[{"name":"events_wait","access":{"claims":{"team":[]}}}]}`, "items[0].access", nil, "access.claims.team: empty"},
+		{"access not an object", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"b","access":["x"]}]}`, "items[0].access", nil, "JSON object"},
+
 		// Envelopes.
 		{"unknown type", testARN, `{"type":"alarm","topic":"t","data":1}`, "type", nil, `unknown message type "alarm"`},
 		{"type in the wrong case", testARN, `{"type":"Event","topic":"t","data":1}`, "type", nil, `unknown message type "Event"`},
@@ -206,7 +220,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown tool name on delete", testARN, `{"type":"registry","registry":"tools","op":"delete","items":[{"name":"rm_rf"}]}`, "items[0].name", nil, `unknown tool "rm_rf"`},
 		{"tool without name", testARN, `{"type":"registry","registry":"tools","op":"put","items":[{"enabled":false}]}`, "items[0].name", nil, "required"},
 		{"tool enabled not a boolean", testARN, `{"type":"registry","registry":"tools","op":"put","items":[{"name":"events_wait","enabled":"no"}]}`, "items[0].enabled", nil, "want a boolean, got a string"},
-		{"tool unknown field", testARN, `{"type":"registry","registry":"tools","op":"put","items":[{"name":"events_wait","disabled":true}]}`, "items[0].disabled", nil, "unknown field (known: description, enabled, name)"},
+		{"tool unknown field", testARN, `{"type":"registry","registry":"tools","op":"put","items":[{"name":"events_wait","disabled":true}]}`, "items[0].disabled", nil, "unknown field (known: access, description, enabled, name)"},
 
 		// Resources.
 		{"resource without uri", testARN, `{"type":"registry","registry":"resources","op":"put","items":[{"name":"n","text":"x"}]}`, "items[0].uri", nil, "required"},
@@ -237,7 +251,7 @@ func TestParseErrors(t *testing.T) {
 		{"event type schema with a bad keyword value", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","inputSchema":{"type":"object","required":"a"}}]}`, "items[0].inputSchema", nil, "not a JSON Schema"},
 		{"event type schema with a remote ref", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","inputSchema":{"type":"object","properties":{"a":{"$ref":"https://example.com/s.json"}}}}]}`, "items[0].inputSchema", nil, "not a usable JSON Schema"},
 		{"event type schema nested too deep", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","inputSchema":{"type":"object","x":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}}]}`, "items[0].inputSchema", nil, "nests 41 deep"},
-		{"event type unknown field", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","schema":{}}]}`, "items[0].schema", nil, "unknown field (known: delivery, description, inputSchema, name, payloadSchema, topic)"},
+		{"event type unknown field", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","schema":{}}]}`, "items[0].schema", nil, "unknown field (known: access, delivery, description, inputSchema, name, payloadSchema, topic)"},
 		{"event type field in the wrong case", testARN, `{"type":"registry","registry":"events","op":"put","items":[{"name":"e","inputschema":{}}]}`, "items[0].inputschema", nil, `did you mean "inputSchema"`},
 
 		// Prompts.

@@ -35,7 +35,7 @@ var (
 	argumentFields = []string{"name", "description", "required"}
 	messageFields  = []string{"role", "text"}
 	resourceFields = []string{"uri", "name", "description", "mimeType", "text", "blob"}
-	toolFields     = []string{"name", "enabled", "description"}
+	toolFields     = []string{"name", "enabled", "description", "access"}
 )
 
 // parseRegistry parses {"type":"registry","registry":...,"op":...,"items":[...]};
@@ -416,6 +416,8 @@ func parseTool(members []member, path string, tools []string) (string, any, erro
 			var s *string
 			s, err = optString(m.value, mp)
 			t.Description = deref(s)
+		case "access":
+			t.Access, err = parseAccess(m.value, mp)
 		default:
 			err = unknownField(path, m.name, toolFields)
 		}

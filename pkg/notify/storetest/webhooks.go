@@ -48,6 +48,7 @@ func testWebhooks(t *testing.T, s *suite) {
 	}
 
 	a := sub("alice", "orders", "sub_a1", 0)
+	a.Claims = notify.Claims{"scope": "incidents:read", "team": "a", "cognito:groups": []any{"oncall", "sre"}}
 	a.Retry = notify.WebhookRetry{Seq: 8, Attempts: 2, FirstAt: now, NextAt: now.Add(time.Minute), Abandoned: 1, Gap: 7}
 	a.Status = notify.WebhookStatus{Suspended: true, LastDeliveryAt: now.Add(-time.Hour), LastError: "http_5xx", FailedSince: now.Add(-time.Minute)}
 	a.LeaseUntil = now.Add(10 * time.Second)
