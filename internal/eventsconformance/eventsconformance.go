@@ -70,9 +70,9 @@ type Store interface {
 func eventTypes() map[string]json.RawMessage {
 	items := map[string]notify.EventItem{
 		EventsType: {Name: EventsType, Topic: EventsTopic,
-			Description: "An event every second, on channel a or b (conformance fixture).",
-			Delivery:    []string{notify.DeliveryPoll, notify.DeliveryPush, notify.DeliveryWebhook},
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"channel":{"type":"string","description":"Only the events of this channel (a or b)."}}}`),
+			Description:   "An event every second, on channel a or b (conformance fixture).",
+			Delivery:      []string{notify.DeliveryPoll, notify.DeliveryPush, notify.DeliveryWebhook},
+			InputSchema:   json.RawMessage(`{"type":"object","properties":{"channel":{"type":"string","description":"Only the events of this channel (a or b)."}}}`),
 			PayloadSchema: json.RawMessage(`{"type":"object","properties":{"channel":{"type":"string"},"n":{"type":"integer"}},"required":["channel","n"]}`)},
 		PushOnlyType: {Name: PushOnlyType, Topic: PushOnlyTopic,
 			Description: "A push-only event type without events (conformance fixture).",
