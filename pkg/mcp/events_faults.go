@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -142,7 +143,7 @@ func (es *eventStream) injected() ([]heldMsg, bool) {
 	var out []heldMsg
 	if es.faults.errors < now.errors {
 		es.faults.errors = now.errors
-		e := eventsError(CodeInternalError, "UpstreamError: the event source failed; the subscription stays active", map[string]string{"reason": "upstream"})
+		e := &Error{Code: CodeInternalError, Message: "UpstreamError: the event source failed; the subscription stays active", Data: json.RawMessage(`{"reason":"upstream"}`)}
 		out = append(out, es.notification(methodEventsError, map[string]any{"error": e}))
 	}
 	if es.faults.gaps < now.gaps {
@@ -150,7 +151,7 @@ func (es *eventStream) injected() ([]heldMsg, bool) {
 		out = append(out, es.active(true))
 	}
 	if now.terminated && !es.terminated {
-		e := eventsError(CodeInternalError, "Terminated: the event source ended the subscription", map[string]string{"reason": "source_ended"})
+		e := &Error{Code: CodeInternalError, Message: "Terminated: the event source ended the subscription", Data: json.RawMessage(`{"reason":"source_ended"}`)}
 		out = append(out, es.terminate(e))
 		return out, true
 	}
