@@ -38,9 +38,6 @@ const (
 	maxArgumentsBytes = 16 << 10 // a control's arguments
 	maxPrincipal      = 256      // subscribe_as's and subscription_exists's principal
 	maxID             = 64       // a subscription id (sub_ and 32 hex digits)
-	// maxWebhookPages bounds the pages of one topic's subscriptions read
-	// to find one by id.
-	maxWebhookPages = 20
 )
 
 // The subscription states of events_conformance_subscription_state.
@@ -203,8 +200,9 @@ func (c *Controls) allowTool(_ context.Context, req *mcp.CallToolRequest) (*mcp.
 	return text(os[0].String()), nil
 }
 
-// findWebhook returns the live webhook subscription of id, found among
-// the subscriptions of every event type's topic; nil when there is none.
+// findWebhook returns the webhook subscription of id, looked up (one
+// read each) on the topic of every event type offering webhook; nil when
+// there is none.
 func findWebhook(ctx context.Context, st Store, id string) (*notify.WebhookSubscription, error) {
 	if id == "" || len(id) > maxID {
 		return nil, fmt.Errorf("id must be 1 to %d characters", maxID)
