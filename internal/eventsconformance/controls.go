@@ -87,7 +87,7 @@ func (c *Controls) Register(s *mcp.Server, st Store) {
 			"delivery": schema(map[string]any{
 				"mode": prop("string", "webhook"), "url": prop("string", "The callback URL."), "secret": prop("string", "whsec_ and base64 of 24 to 64 bytes."),
 			}, "url", "secret"),
-			"ttlMs": map[string]any{"type": []string{"number", "null"}},
+			"ttlMs": map[string]any{"description": "Milliseconds, or null for no expiry; absent: the default (1 h)."},
 		}, "principal", "name", "delivery")}, c.subscribeAsTool(st))
 }
 
