@@ -57,7 +57,7 @@ func main() {
 // (MCPUSH_FIXTURES); see fixtureSet.
 type fixtures struct {
 	options  func(*mcp.ServerOptions)
-	register func(*mcp.Server, notify.Store)
+	register func(*mcp.Server, notify.Store) error
 }
 
 // run serves until a signal; in Lambda until the sandbox ends.
@@ -144,7 +144,9 @@ func run(logger *slog.Logger) error {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: version}, store, opts)
 	eventtools.Add(srv, store, &eventtools.Options{PollInterval: opts.PollInterval})
 	if fix != nil {
-		fix.register(srv, store)
+		if err := fix.register(srv, store); err != nil {
+			return err
+		}
 	}
 	logger.Info("store", "spec", storeEnv.Spec)
 	if sopts.RuntimeAPI == "" {

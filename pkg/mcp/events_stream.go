@@ -51,6 +51,7 @@ const (
 	methodEventsEvent      = "notifications/events/event"
 	methodEventsHeartbeat  = "notifications/events/heartbeat"
 	methodEventsTerminated = "notifications/events/terminated"
+	methodEventsError      = "notifications/events/error"
 )
 
 // StreamEventsParams are the params of events/stream. A nil Cursor
@@ -97,6 +98,9 @@ type eventStream struct {
 	// looked at again (until a look succeeds).
 	recheck    bool
 	terminated bool
+	// faults: the injected faults reported (ServerOptions.EventFaults,
+	// events_faults.go; test builds only).
+	faults faultMark
 }
 
 // meta is the _meta of the stream's notifications.
@@ -238,6 +242,13 @@ func (src *eventSource) read(ctx context.Context, age time.Duration) (heldBatch,
 		es.recheck = false
 		b.msgs = append(b.msgs, msgs...)
 		if es.terminated {
+			b.end = true
+			return b, nil
+		}
+	}
+	if msgs, end := es.injected(); len(msgs) > 0 {
+		b.msgs = append(b.msgs, msgs...)
+		if end {
 			b.end = true
 			return b, nil
 		}
@@ -386,6 +397,7 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	}
 	es.heartbeat = h.heartbeatEvery()
 	es.lastTopic = s.opts.Now()
+	es.startFaults()
 	sse := newSSEWriter(w)
 	sse.start()
 	if sse.event("", first.data) != nil {

@@ -62,6 +62,10 @@ type ServerOptions struct {
 	// subscriptions (WebhookStore: both stores), serve webhook delivery
 	// of the Events extension (events/subscribe, events/unsubscribe).
 	Webhooks *WebhookOptions
+	// EventFaults, if set, injects faults into this server's live
+	// events/stream streams (test builds' conformance controls; see
+	// EventFaults). Nil in production.
+	EventFaults *EventFaults
 	// EventsPollInterval is the nextPollMs of an events/poll result that
 	// returned no events (one that did says 1 s). Default: 5 s.
 	EventsPollInterval time.Duration
@@ -225,6 +229,9 @@ func NewServer(impl *Implementation, store Store, opts *ServerOptions) *Server {
 		s.states.keys = [][]byte{[]byte(randomID(32))}
 	}
 	s.tasks = newTaskEngine(s)
+	if s.opts.EventFaults != nil {
+		s.opts.EventFaults.bind(s)
+	}
 	return s
 }
 

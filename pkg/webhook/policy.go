@@ -37,6 +37,13 @@ type Policy struct {
 	// whose origin is listed may be http and may reach loopback or
 	// private addresses. Nothing else is exempt.
 	Allow []Origin
+	// AllowAlso, if set, reports further origins exempt as those in Allow
+	// are. It is asked at every check, so unlike the rest of the Policy
+	// its answers may change while the Policy is in use; it must be safe
+	// for concurrent use and fast. Only test builds set it (the Events
+	// conformance control events_conformance_allow_callback_origin, see
+	// internal/eventsconformance); production Policies leave it nil.
+	AllowAlso func(Origin) bool
 	// Resolver resolves callback host names at connection time; nil is
 	// net.DefaultResolver.
 	Resolver Resolver
@@ -84,7 +91,7 @@ func (p *Policy) now() time.Time {
 
 // allowed reports whether o is one of p.Allow.
 func (p *Policy) allowed(o Origin) bool {
-	return slices.Contains(p.Allow, o)
+	return slices.Contains(p.Allow, o) || p.AllowAlso != nil && p.AllowAlso(o)
 }
 
 // parse checks raw statically and returns it parsed, with whether its

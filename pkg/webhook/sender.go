@@ -309,6 +309,13 @@ func (s *Sender) post(ctx context.Context, m Message, limit int64, needBody bool
 	req.Header[HeaderTimestamp] = []string{strconv.FormatInt(ts.Unix(), 10)}
 	req.Header[HeaderSignature] = []string{strings.Join(sigs, " ")}
 	req.Header.Set(HeaderSubscriptionID, m.SubscriptionID)
+	// Replayable: a message is idempotent by its webhook-id (receivers
+	// deduplicate on it), so when a kept-alive connection turns out to
+	// have been closed by the receiver as the message went out (a
+	// receiver's idle timeout, Node's 5 s), the Transport sends it again
+	// on a new connection instead of failing the attempt. An empty value
+	// marks the request without sending the header (net/http).
+	req.Header["Idempotency-Key"] = nil
 
 	resp, err := client.Do(req)
 	if err != nil {
