@@ -13,7 +13,7 @@ import (
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/eventcursor"
-	"github.com/mcpush/mcpush/pkg/notify/ingest"
+	"github.com/mcpush/mcpush/pkg/notify/delivery"
 	"github.com/mcpush/mcpush/pkg/webhook"
 )
 
@@ -139,7 +139,7 @@ func decode(req *mcp.CallToolRequest, v any) error {
 
 // eventType returns the event type name of st's events registry.
 func eventType(ctx context.Context, st Store, name string) (*notify.EventItem, error) {
-	types, err := ingest.RegistryEventTypes(st)(ctx)
+	types, err := delivery.RegistryEventTypes(st)(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ func findWebhook(ctx context.Context, st Store, id string) (*notify.WebhookSubsc
 	if id == "" || len(id) > maxID {
 		return nil, fmt.Errorf("id must be 1 to %d characters", maxID)
 	}
-	types, err := ingest.RegistryEventTypes(st)(ctx)
+	types, err := delivery.RegistryEventTypes(st)(ctx)
 	if err != nil {
 		return nil, err
 	}

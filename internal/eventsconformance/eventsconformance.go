@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
+	"github.com/mcpush/mcpush/pkg/notify/delivery"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/webhook"
 )
@@ -63,7 +64,7 @@ const setupMessageID = "events-conformance-types-v1"
 // webhook records the ingest reads. Both stores are one.
 type Store interface {
 	mcp.Store
-	ingest.WebhookStore
+	delivery.Store
 }
 
 // eventTypes returns Setup's registry items.
@@ -184,9 +185,11 @@ func (c *Controls) allowed(o webhook.Origin) bool {
 }
 
 // Emit publishes an event on EventsTopic every interval until ctx ends,
-// through the ingest as SNS would, delivering it to the topic's webhook
-// subscriptions when the server delivers webhooks. Its data is
-// {"channel": "a" or "b" in turn, "n": a counter}. Failures are logged.
+// through the ingest as SNS would, handing it to a delivery pool of its
+// own (with the controls' sender, so an origin allowed by
+// allow_callback_origin is delivered to) when the server delivers
+// webhooks. Its data is {"channel": "a" or "b" in turn, "n": a counter}.
+// Failures are logged.
 func (c *Controls) Emit(ctx context.Context, st Store, interval time.Duration) error {
 	// The ingest's own lines (two a second) are left out; its webhook
 	// deliveries' are kept, and a failed publish is logged below.
@@ -196,12 +199,14 @@ func (c *Controls) Emit(ctx context.Context, st Store, interval time.Duration) e
 		if err != nil {
 			return err
 		}
-		wh, err := ingest.NewWebhooks(ingest.WebhookOptions{Store: st, Sender: c.sender, Sealer: sealer, CursorKey: c.keys[0],
-			EventTypes: ingest.RegistryEventTypes(st), Logger: c.logger})
+		pool := delivery.NewPool(&delivery.PoolOptions{Logger: c.logger})
+		eng, err := delivery.New(delivery.Options{Store: st, Queue: pool, Sender: c.sender, Sealer: sealer, CursorKey: c.keys[0],
+			EventTypes: delivery.RegistryEventTypes(st), Logger: c.logger})
 		if err != nil {
 			return err
 		}
-		opts.Webhooks = wh
+		go pool.Run(ctx, eng)
+		opts.Delivery = pool
 	}
 	in := ingest.New(st, opts)
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
