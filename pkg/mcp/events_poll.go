@@ -280,7 +280,7 @@ type eventsRead struct {
 // events/stream read the same way, so that the same position yields the
 // same events either way.
 func (s *Server) readEventsAfter(ctx context.Context, e *notify.EventItem, filters map[string]json.RawMessage, pos int64, floor time.Time, limit int) (*eventsRead, error) {
-	res := &eventsRead{}
+	res := &eventsRead{events: []*EventOccurrence{}} // never null: an idle poll's "events" is []
 	size, scanned := 0, 0
 	for first := true; ; first = false {
 		evs, err := s.store.ReadTopicEvents(ctx, e.Topic, pos, pollBatch)

@@ -492,3 +492,29 @@ func TestEventsPollTruncated(t *testing.T) {
 
 var _ sync.Mutex
 var _ = filepath.Join
+
+// TestEventsListsNeverNull: every list member of an Events result is a
+// JSON array, never null: an idle poll's events (from a cursor, with
+// nothing new, and with events the arguments filter out), the first
+// poll's, and events/list's on a server with no event types.
+func TestEventsListsNeverNull(t *testing.T) {
+	empty := newCluster(t, 1, eventsOn)
+	if r := rpc2026(t, empty.urls[0], "events/list", ""); r.Error != nil || fmt.Sprintf("%#v", r.Result["events"]) != "[]interface {}{}" {
+		t.Errorf("events/list of no types: events = %#v, %+v", r.Result["events"], r.Error)
+	}
+	c := newCluster(t, 1, eventsOn)
+	putEventTypes(t, c.dbPath, notify.OpPut, "m1", `{"name":"e","topic":"t","inputSchema":{"type":"object","properties":{"region":{"type":"string"}}}}`)
+	first := rpc2026(t, c.urls[0], "events/poll", `"name":"e","cursor":null`)
+	cur, _ := first.Result["cursor"].(string)
+	idle := rpc2026(t, c.urls[0], "events/poll", `"name":"e","cursor":"`+cur+`"`)
+	appendTopic(t, c.dbPath, "t", 0, [2]string{"m-1", `{"region":"us"}`})
+	filtered := rpc2026(t, c.urls[0], "events/poll", `"name":"e","arguments":{"region":"eu"},"cursor":"`+cur+`"`)
+	for name, r := range map[string]*rpcReply{"first poll": first, "idle poll": idle, "filtered poll": filtered} {
+		if r.Error != nil {
+			t.Fatalf("%s: %+v", name, r.Error)
+		}
+		if ev, ok := r.Result["events"].([]any); !ok || len(ev) != 0 {
+			t.Errorf("%s: events = %#v, want []", name, r.Result["events"])
+		}
+	}
+}
