@@ -103,6 +103,7 @@ func run(logger *slog.Logger) error {
 
 	opts := &mcp.ServerOptions{
 		Logger: logger, DynamicRegistries: true, Events: true,
+		EventsErrors:       mcp.EventsErrors(env.EventsErrors),
 		PollInterval:       env.PollInterval,
 		RegistryRefresh:    env.RegistryRefresh,
 		SessionIdleTimeout: env.SessionTTL,

@@ -168,9 +168,9 @@ func (s *Server) dispatchEvents(ctx context.Context, ss *ServerSession, m *Messa
 		// (serveEventStream): here only in a batch.
 		return nil, Errorf(CodeInvalidRequest, "invalid request: events/stream must be the only message of its POST (its answer is an SSE stream)")
 	case "events/subscribe", "events/unsubscribe":
-		if s.webhookStore() == nil {
-			return nil, Errorf(CodeMethodNotFound, "method not found: %s (this server does not deliver events by webhook)", m.Method)
-		}
+		// Without webhook delivery the methods are still the extension's
+		// (it is declared): checkWebhookKey answers Unsupported, or
+		// Forbidden for an anonymous caller, naming MCPUSH_AUTH.
 		if m.Method == "events/subscribe" {
 			return s.subscribeEvents(ctx, ss, m.Params)
 		}

@@ -346,7 +346,7 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	err = s.allowListen(ctx, owner)
 	var quota *errListenQuota
 	if errors.As(err, &quota) {
-		writeError(w, era, m.ID, quota.refusal(true))
+		writeError(w, era, m.ID, quota.refusal(s.opts.EventsErrors))
 		return
 	}
 	process, err := s.holdLiveness(ctx)

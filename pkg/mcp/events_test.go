@@ -82,7 +82,10 @@ func rpc2025(t *testing.T, url, sid, method, params string) *rpcReply {
 // TestEventsDiscovery: with Events the extension is declared in
 // server/discover and in initialize, as SEP-3415 does (extensions, with
 // listChanged) and as ChatGPT reads it (a top-level events); without it,
-// nothing is declared and events/* are not found.
+// nothing is declared and events/* are not found. With it but without
+// webhook delivery (functions/mcp without MCPUSH_AUTH), events/subscribe
+// and events/unsubscribe answer Unsupported naming MCPUSH_AUTH, not
+// method not found.
 func TestEventsDiscovery(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprint("events ", on), func(t *testing.T) {
@@ -111,13 +114,18 @@ func TestEventsDiscovery(t *testing.T) {
 					t.Errorf("%s: events declared without ServerOptions.Events: %v, %v", what, got, top)
 				}
 			}
-			for _, m := range []string{"events/list", "events/poll", "events/subscribe"} {
-				code := 0
-				if e := rpc2025(t, c.urls[0], sid, m, `{"name":"x"}`).Error; e != nil {
-					code = e.Code
+			for _, m := range []string{"events/list", "events/poll", "events/subscribe", "events/unsubscribe"} {
+				code, msg := 0, ""
+				if e := rpc2025(t, c.urls[0], sid, m, `{"name":"x","delivery":{"url":"https://hooks.example.com/x"}}`).Error; e != nil {
+					code, msg = e.Code, e.Message
 				}
-				if want := mcp.CodeMethodNotFound; (!on || m == "events/subscribe") && code != want {
-					t.Errorf("%s: code %d, want %d", m, code, want)
+				switch {
+				case !on && code != mcp.CodeMethodNotFound:
+					t.Errorf("%s without the extension: code %d, want %d", m, code, mcp.CodeMethodNotFound)
+				case on && strings.HasPrefix(m, "events/") && strings.Contains(m, "subscribe") && (code != mcp.CodeUnsupported || !strings.Contains(msg, "MCPUSH_AUTH")):
+					// The extension is declared: not method not found,
+					// and the message says what webhooks need.
+					t.Errorf("%s without webhook delivery: code %d %q, want %d naming MCPUSH_AUTH", m, code, msg, mcp.CodeUnsupported)
 				}
 			}
 		})

@@ -266,12 +266,20 @@ func canonicalString(b *bytes.Buffer, s string) {
 // authenticated returns the request's authenticated principal, or
 // Forbidden: an anonymous client (its principal empty, or its address)
 // may poll but not subscribe a webhook (SEP-3415).
-func authenticated(ss *ServerSession, method string) (string, error) {
+func (s *Server) authenticated(ss *ServerSession, method string) (string, error) {
 	p := ss.Principal()
 	if p == "" || strings.HasPrefix(p, addressPrefix) {
-		return "", eventsError(CodeForbidden, "Forbidden: "+method+" needs an authenticated principal (this server runs without authentication: MCPUSH_AUTH=oauth or iam)", map[string]string{"reason": "unauthenticated"})
+		return "", s.eventsError(CodeForbidden, "Forbidden: "+method+" needs an authenticated principal, and this request has none (webhook delivery needs a server with authentication: MCPUSH_AUTH=oauth or iam; poll and push work without)", map[string]string{"reason": "unauthenticated"})
 	}
 	return p, nil
+}
+
+// noWebhooks is the answer to events/subscribe and events/unsubscribe on
+// a server that does not deliver by webhook: Unsupported (not method
+// not found: the extension is declared), naming MCPUSH_AUTH, since
+// functions/mcp delivers by webhook only with authentication.
+func (s *Server) noWebhooks() *Error {
+	return s.eventsError(CodeUnsupported, "Unsupported: this server does not deliver events by webhook (mcpush serves webhook delivery only with authentication: set MCPUSH_AUTH=oauth or iam; events/poll and events/stream work without)", map[string]string{"feature": "deliveryMode", "value": notify.DeliveryWebhook})
 }
 
 // webhookKey is a checked subscription key.
@@ -287,13 +295,13 @@ type webhookKey struct {
 // share: the principal, the store, the event type, its arguments (against
 // the inputSchema when validate) and the callback URL.
 func (s *Server) checkWebhookKey(ctx context.Context, ss *ServerSession, method, name string, args json.RawMessage, d *WebhookDelivery, validate bool) (*webhookKey, WebhookStore, error) {
-	principal, err := authenticated(ss, method)
-	if err != nil {
-		return nil, nil, err
-	}
 	ws := s.webhookStore()
 	if ws == nil {
-		return nil, nil, eventsError(CodeUnsupported, "Unsupported: this server does not deliver events by webhook", map[string]string{"feature": "deliveryMode", "value": notify.DeliveryWebhook})
+		return nil, nil, s.noWebhooks()
+	}
+	principal, err := s.authenticated(ss, method)
+	if err != nil {
+		return nil, nil, err
 	}
 	e, err := s.eventType(ctx, name, notify.DeliveryWebhook)
 	if err != nil {
@@ -314,7 +322,7 @@ func (s *Server) checkWebhookKey(ctx context.Context, ss *ServerSession, method,
 		return nil, nil, Errorf(CodeInvalidParams, "invalid params: delivery.url is required")
 	}
 	if d.Mode != "" && d.Mode != notify.DeliveryWebhook {
-		return nil, nil, eventsError(CodeUnsupported, "Unsupported: "+method+" is for webhook delivery only", map[string]string{"feature": "deliveryMode", "value": clipText(d.Mode, 32)})
+		return nil, nil, s.eventsError(CodeUnsupported, "Unsupported: "+method+" is for webhook delivery only", map[string]string{"feature": "deliveryMode", "value": clipText(d.Mode, 32)})
 	}
 	if err := s.opts.Webhooks.Sender.Policy().CheckURL(d.URL); err != nil {
 		return nil, nil, Errorf(CodeInvalidParams, "invalid params: delivery.url: %v", err)
@@ -417,7 +425,7 @@ func (s *Server) createWebhook(ctx context.Context, ws WebhookStore, o *WebhookO
 	}
 	if out := o.Sender.Verify(ctx, k.url, k.id, []webhook.Secret{secret}); !out.OK() {
 		s.log.InfoContext(ctx, "webhook verification failed", "subscription", k.id, "category", out.Category, "err", out.Err)
-		return nil, eventsError(CodeCallbackEndpointError, "CallbackEndpointError: the callback did not pass verification ("+webhook.WireCategory(out.Category)+")", map[string]string{"reason": webhook.WireCategory(out.Category)})
+		return nil, s.eventsError(CodeCallbackEndpointError, "CallbackEndpointError: the callback did not pass verification ("+webhook.WireCategory(out.Category)+")", map[string]string{"reason": webhook.WireCategory(out.Category)})
 	}
 	now := s.opts.Now()
 	w := &notify.WebhookSubscription{
@@ -430,7 +438,7 @@ func (s *Server) createWebhook(ctx context.Context, ws WebhookStore, o *WebhookO
 	w.SealSecrets(sealer, notify.WebhookSecrets{Current: secret.Reveal()})
 	switch err := ws.CreateWebhook(ctx, w, o.MaxPerPrincipal); {
 	case errors.Is(err, notify.ErrLimit):
-		return nil, eventsError(CodeResourceExhausted, fmt.Sprintf("ResourceExhausted: at most %d webhook subscriptions per principal", o.MaxPerPrincipal), map[string]any{"limit": "subscriptions", "max": o.MaxPerPrincipal})
+		return nil, s.eventsError(CodeResourceExhausted, fmt.Sprintf("ResourceExhausted: at most %d webhook subscriptions per principal", o.MaxPerPrincipal), map[string]any{"limit": "subscriptions", "max": o.MaxPerPrincipal})
 	case err != nil:
 		return nil, err
 	}
@@ -544,7 +552,7 @@ func (s *Server) allowVerification(ctx context.Context, o *WebhookOptions, princ
 		return err
 	}
 	if n > int64(o.VerifyRate) {
-		return eventsError(CodeResourceExhausted, fmt.Sprintf("ResourceExhausted: at most %d webhook verifications a minute per principal; try again in a minute", o.VerifyRate), map[string]any{"limit": "verifications", "max": o.VerifyRate})
+		return s.eventsError(CodeResourceExhausted, fmt.Sprintf("ResourceExhausted: at most %d webhook verifications a minute per principal; try again in a minute", o.VerifyRate), map[string]any{"limit": "verifications", "max": o.VerifyRate})
 	}
 	return nil
 }
@@ -566,7 +574,7 @@ func (s *Server) unsubscribeEvents(ctx context.Context, ss *ServerSession, raw j
 		err = ws.DeleteWebhook(ctx, w)
 	}
 	if errors.Is(err, notify.ErrNotFound) {
-		return nil, eventsError(CodeNotFound, "NotFound: no webhook subscription of "+k.event.Name+" to that URL with those arguments", map[string]string{"kind": "subscription"})
+		return nil, s.eventsError(CodeNotFound, "NotFound: no webhook subscription of "+k.event.Name+" to that URL with those arguments", map[string]string{"kind": "subscription"})
 	}
 	if err != nil {
 		return nil, err
