@@ -1,10 +1,15 @@
 package mcp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -525,4 +530,97 @@ func TestEventsListsNeverNull(t *testing.T) {
 			t.Errorf("%s: events = %#v, want []", name, r.Result["events"])
 		}
 	}
+}
+
+// TestEventsMcpName: in the 2026 era the Events methods that name an
+// event type (events/poll, events/stream, events/subscribe,
+// events/unsubscribe) may carry Mcp-Name; when they do it must be the
+// body's name (base64 form included), else 400 HeaderMismatch (-32020)
+// before anything is served, as for tools/call. Absent, the request is
+// served (SEP-3415 does not define the header for them, and the
+// TypeScript SDK does not send it). This package's client sends it.
+func TestEventsMcpName(t *testing.T) {
+	var seen sync.Map // method -> the Mcp-Name the client sent
+	c := newCluster(t, 1, eventsOn)
+	putEventTypes(t, c.dbPath, notify.OpPut, "m1", `{"name":"order.created","topic":"orders"}`)
+	body := func(method string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"name":"order.created","cursor":null,` + meta2026(`{}`) + `}}`
+	}
+	for _, method := range []string{"events/poll", "events/stream", "events/subscribe", "events/unsubscribe"} {
+		for _, tc := range []struct {
+			name   string
+			header []string
+			ok     bool
+		}{
+			{"the body's name, base64", []string{"Mcp-Name", "=?base64?b3JkZXIuY3JlYXRlZA==?="}, true},
+			{"absent", nil, true},
+			{"another name", []string{"Mcp-Name", "order.deleted"}, false},
+			{"empty", []string{"Mcp-Name", ""}, false},
+		} {
+			var mismatch bool
+			if method == "events/stream" {
+				// Served, it is a held stream: read its first bytes only.
+				mismatch = streamRefused(t, c.urls[0], body(method), append(headers2026(method, ""), tc.header...))
+			} else {
+				status, r := call2026(t, c.urls[0], body(method), append(headers2026(method, ""), tc.header...)...)
+				mismatch = status == http.StatusBadRequest && r.Error != nil && r.Error.Code == mcp.CodeHeaderMismatch && strings.Contains(r.Error.Message, "Mcp-Name")
+			}
+			if mismatch == tc.ok {
+				t.Errorf("%s, Mcp-Name %s: a mismatch %v, want %v", method, tc.name, mismatch, !tc.ok)
+			}
+		}
+	}
+	// The client sends it.
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m := r.Header.Get("Mcp-Method"); strings.HasPrefix(m, "events/") {
+			seen.Store(m, r.Header.Get("Mcp-Name"))
+		}
+		target, _ := url.Parse(c.urls[0])
+		httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{Mode: mcp.ClientMode2026}).Connect(ctx, proxy.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	if _, err := cs.PollEvents(ctx, &mcp.PollEventsParams{Name: "order.created"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := seen.Load("events/poll"); v != "order.created" {
+		t.Errorf("the client's Mcp-Name on events/poll: %q", v)
+	}
+}
+
+// streamRefused POSTs an events/stream and reports whether it was
+// refused with 400 HeaderMismatch naming Mcp-Name; a stream that opens
+// is read up to its first event and closed.
+func streamRefused(t *testing.T, url, body string, header []string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+		if !strings.Contains(line, "notifications/events/active") && !strings.HasPrefix(line, "id:") && !strings.HasPrefix(line, "data:") {
+			t.Errorf("an opened events stream began with %q", line)
+		}
+		return false
+	}
+	b, _ := io.ReadAll(resp.Body)
+	var r rpcReply
+	json.Unmarshal(b, &r)
+	return resp.StatusCode == http.StatusBadRequest && r.Error != nil && r.Error.Code == mcp.CodeHeaderMismatch && strings.Contains(r.Error.Message, "Mcp-Name")
 }
