@@ -90,7 +90,7 @@ func TestEventsErrorsDialect(t *testing.T) {
 				{"a type without poll", hooks, "alice", "events/poll", `"name":"hook","cursor":null`, "Unsupported", `{"feature":"deliveryMode","value":"poll"}`},
 				{"webhook delivery off", plain, "alice", "events/subscribe", sub(good.URL), "Unsupported", `{"feature":"deliveryMode","value":"webhook"}`},
 				{"anonymous", hooks, "", "events/subscribe", sub(good.URL), "Forbidden", `{"reason":"unauthenticated"}`},
-				{"wrong challenge echo", hooks, "alice", "events/subscribe", sub(liar.URL), "CallbackEndpointError", `{"reason":"challenge_failed"}`},
+				{"wrong challenge echo", hooks, "bob", "events/subscribe", sub(liar.URL), "CallbackEndpointError", `{"reason":"challenge_failed"}`},
 				{"over MaxPerPrincipal", hooks, "alice", "events/subscribe", sub(good.URL + "/second"), "ResourceExhausted", `{"limit":"subscriptions","max":1}`},
 			} {
 				r := whCall(t, c.url, c.principal, c.method, c.params)
