@@ -99,8 +99,9 @@ var chatGPTCodes = map[int]int{
 // SEP-3415 code is code (CodeNotFound ... CodeCallbackEndpointError):
 // the one map between the two numberings. Any other code, and any code
 // in a dialect other than EventsErrorsChatGPT, is returned as is. The
-// ingest's terminated webhook envelope (which cannot link this package)
-// is to carry Code(CodeNotFound) of the deployment's dialect too.
+// ingest, which cannot link this package, takes the NotFound code of its
+// terminated webhook envelope from webhook.NotFoundCode, a copy that
+// TestWebhookNotFoundCode holds equal to this.
 func (d EventsErrors) Code(code int) int {
 	if c, ok := chatGPTCodes[code]; ok && d == EventsErrorsChatGPT {
 		return c

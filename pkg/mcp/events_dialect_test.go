@@ -132,3 +132,14 @@ func dialectServer(t *testing.T, d mcp.EventsErrors, wh *mcp.WebhookOptions) str
 	t.Cleanup(func() { ts.Close(); h.Close() })
 	return ts.URL
 }
+
+// TestWebhookNotFoundCode: the webhook package's copy of the NotFound
+// code (for the ingest's terminated envelope, which cannot link this
+// package) is EventsErrors.Code's, in every dialect.
+func TestWebhookNotFoundCode(t *testing.T) {
+	for _, d := range []mcp.EventsErrors{"", mcp.EventsErrorsSEP3415, mcp.EventsErrorsChatGPT} {
+		if got, want := webhook.NotFoundCode(string(d)), d.Code(mcp.CodeNotFound); got != want {
+			t.Errorf("webhook.NotFoundCode(%q) = %d, mcp says %d", d, got, want)
+		}
+	}
+}
