@@ -58,6 +58,10 @@ func newVerifyRig(t *testing.T, hs heldStore, clock *atomic.Int64, max, destRate
 	secret, _ := webhook.ParseSecret(dialectSecret)
 	recv := &webhook.Receiver{Secrets: func(string) []webhook.Secret { return []webhook.Secret{secret} }, Handle: func(webhook.Delivery) error { return nil }}
 	r.recv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet && req.URL.Path == webhook.WellKnownReceiverPath {
+			w.Write([]byte(`{"receivers":["/published/"]}`))
+			return
+		}
 		b, _ := io.ReadAll(req.Body)
 		if strings.Contains(string(b), `"type":"verification"`) {
 			r.mu.Lock()
@@ -125,6 +129,8 @@ func (r *verifyRig) unsubscribe(t *testing.T, i int, principal, callback string,
 //   - one origin gets at most VerifyDestinationRate POSTs a minute from
 //     all principals and processes together (ResourceExhausted, data.limit
 //     "destinationVerifications"), and more the next minute;
+//   - a callback that its origin's /.well-known/mcp-webhook-receiver.json
+//     covers is verified without a POST;
 //   - a verified (principal, url) is not POSTed to again for VerifiedTTL:
 //     not for other arguments, nor after an unsubscribe, from either
 //     process; another principal's subscribe to it is; after 24 h it is
@@ -224,6 +230,14 @@ func TestWebhookVerificationBounds(t *testing.T) {
 			}
 			if n := r.verifications("/a1"); n != before+1 {
 				t.Errorf("%d POSTs for another principal's subscribe, want 1", n-before)
+			}
+			// The origin's receiver document covers /published/: verified
+			// with no POST (and cached like a handshake).
+			if res := r.subscribe(t, 0, "dave", cb("/published/x"), 1); res.Error != nil {
+				t.Fatalf("dave's subscribe under the receiver document: %+v", res.Error)
+			}
+			if n := r.verifications("/published/x"); n != 0 {
+				t.Errorf("%d verification POSTs to a callback its origin's receiver document covers, want 0", n)
 			}
 			r.clock.Add(int64(mcp.VerifiedTTL)) // alice's subscriptions (1 h) lapsed too
 			if res := r.subscribe(t, 0, "alice", cb("/a1"), 4); res.Error != nil {

@@ -590,7 +590,9 @@ func verifiedKey(principal, url string) string {
 // (no POST); otherwise the URL's host is resolved and must have a
 // globally routable address (an allowed origin is not checked), the
 // principal's and the destination's handshake rates must allow one
-// more, and the handshake must pass, which is then recorded.
+// more, and either the origin's receiver document
+// (webhook.WellKnownReceiverPath) covers the URL or the handshake passes;
+// the pass is then recorded.
 func (s *Server) verifyCallback(ctx context.Context, ws WebhookStore, o *WebhookOptions, k *webhookKey, secret webhook.Secret) error {
 	vk := verifiedKey(k.principal, k.url)
 	switch ok, err := ws.WebhookVerified(ctx, vk); {
@@ -610,7 +612,13 @@ func (s *Server) verifyCallback(ctx context.Context, ws WebhookStore, o *Webhook
 	if err := s.allowVerification(ctx, o, k.principal, k.url); err != nil {
 		return err
 	}
-	if out := o.Sender.Verify(ctx, k.url, k.id, []webhook.Secret{secret}); !out.OK() {
+	covered, err := o.Sender.ReceiverDocument(ctx, k.url)
+	if err != nil {
+		s.log.DebugContext(ctx, "no webhook receiver document", "subscription", k.id, "err", err)
+	}
+	if covered {
+		s.log.InfoContext(ctx, "webhook callback verified by its origin's receiver document", "subscription", k.id)
+	} else if out := o.Sender.Verify(ctx, k.url, k.id, []webhook.Secret{secret}); !out.OK() {
 		s.log.InfoContext(ctx, "webhook verification failed", "subscription", k.id, "category", out.Category, "err", out.Err)
 		return s.eventsError(CodeCallbackEndpointError, "CallbackEndpointError: the callback did not pass verification ("+webhook.WireCategory(out.Category)+")", map[string]string{"reason": webhook.WireCategory(out.Category)})
 	}
