@@ -136,8 +136,8 @@ func msgs(t *testing.T, g *heldGET) []streamMsg {
 }
 
 // TestEventStreamHeartbeat: an idle events stream sends a
-// notifications/events/heartbeat with its cursor KeepAlive (25 s) after
-// its last message, never 30 s without one, and no ": keepalive"
+// notifications/events/heartbeat with its cursor every KeepAlive (25 s)
+// from its confirmation, never 30 s without one, and no ": keepalive"
 // comment; the heartbeat's cursor moves past events the arguments
 // filter out (a poll from it returns none of them); at the request's
 // deadline the stream ends with a heartbeat and the empty result.
