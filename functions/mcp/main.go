@@ -107,6 +107,7 @@ func run(logger *slog.Logger) error {
 
 	opts := &mcp.ServerOptions{
 		Logger: logger, DynamicRegistries: true, Events: true,
+		EventsErrors:       mcp.EventsErrors(env.EventsErrors),
 		PollInterval:       env.PollInterval,
 		RegistryRefresh:    env.RegistryRefresh,
 		SessionIdleTimeout: env.SessionTTL,
@@ -179,7 +180,7 @@ func deliverWebhooks(ctx context.Context, store storeconfig.Store, opts *mcp.Ser
 	}
 	pool := delivery.NewPool(&delivery.PoolOptions{Workers: d.Workers, SweepInterval: every, Logger: logger})
 	eng, err := delivery.New(delivery.Options{Store: store, Queue: pool, Sender: opts.Webhooks.Sender, Sealer: sealer, CursorKey: opts.StateKeys[0],
-		EventTypes: delivery.RegistryEventTypes(store), PerOrigin: d.PerOrigin, Logger: logger})
+		EventTypes: delivery.RegistryEventTypes(store), PerOrigin: d.PerOrigin, EventsErrors: string(opts.EventsErrors), Logger: logger})
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ type config struct {
 	keys     envconfig.StateKeys // for webhook delivery
 	allow    []webhook.Origin    // MCPUSH_WEBHOOK_ALLOW
 	delivery envconfig.Delivery  // MCPUSH_DELIVERY_QUEUE_URL, MCPUSH_WEBHOOK_PER_ORIGIN
+	errors   string              // MCPUSH_EVENTS_ERRORS: the terminated envelopes' codes
 	tools    []string            // MCPUSH_REGISTRY_TOOLS
 }
 
@@ -44,6 +45,9 @@ func readConfig(getenv func(string) string) (config, error) {
 		return config{}, err
 	}
 	if c.delivery, err = envconfig.ReadDelivery(getenv); err != nil {
+		return config{}, err
+	}
+	if c.errors, err = envconfig.ReadEventsErrors(getenv); err != nil {
 		return config{}, err
 	}
 	c.tools = envconfig.ReadRegistryTools(getenv)
@@ -80,6 +84,6 @@ func engine(ctx context.Context, c config, store storeconfig.Store, q delivery.Q
 	}
 	return delivery.New(delivery.Options{
 		Store: store, Queue: q, Sender: webhook.NewSender(webhook.Policy{Allow: c.allow}), Sealer: sealer, CursorKey: keys[0],
-		EventTypes: delivery.RegistryEventTypes(store), PerOrigin: c.delivery.PerOrigin, Logger: logger,
+		EventTypes: delivery.RegistryEventTypes(store), PerOrigin: c.delivery.PerOrigin, EventsErrors: c.errors, Logger: logger,
 	})
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
-	"github.com/mcpush/mcpush/pkg/notify/eventcursor"
 	"github.com/mcpush/mcpush/pkg/notify/delivery"
+	"github.com/mcpush/mcpush/pkg/notify/eventcursor"
 	"github.com/mcpush/mcpush/pkg/webhook"
 )
 

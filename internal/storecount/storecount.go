@@ -29,7 +29,7 @@ var reads = map[string]bool{
 	"GetSession": true, "ReadEvents": true, "GetMessage": true, "Subscribers": true,
 	"ReadTopicEvents": true, "Topics": true, "GetRegistry": true, "RegistryHashes": true,
 	"CountSessions": true, "IdleSessions": true, "PrincipalProfiles": true, "GetTask": true, "CountTasks": true, "Changes": true,
-	"GetWebhook": true, "TopicWebhooks": true, "TopicHead": true,
+	"GetWebhook": true, "TopicWebhooks": true, "TopicHead": true, "CountWebhooks": true, "WebhookVerified": true,
 }
 
 // IsRead reports whether the counted operation op only reads.
@@ -299,6 +299,21 @@ func (s *store) CountTasks(ctx context.Context, principal string, limit int) (no
 func (s *store) CreateWebhook(ctx context.Context, sub *notify.WebhookSubscription, max int) error {
 	s.c.add("CreateWebhook")
 	return s.Store.CreateWebhook(ctx, sub, max)
+}
+
+func (s *store) CountWebhooks(ctx context.Context, principal string, limit int) (int, error) {
+	s.c.add("CountWebhooks")
+	return s.Store.CountWebhooks(ctx, principal, limit)
+}
+
+func (s *store) PutWebhookVerified(ctx context.Context, key string, until time.Time) error {
+	s.c.add("PutWebhookVerified")
+	return s.Store.PutWebhookVerified(ctx, key, until)
+}
+
+func (s *store) WebhookVerified(ctx context.Context, key string) (bool, error) {
+	s.c.add("WebhookVerified")
+	return s.Store.WebhookVerified(ctx, key)
 }
 
 func (s *store) GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error) {

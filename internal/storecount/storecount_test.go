@@ -29,6 +29,7 @@ var isRead = map[string]bool{
 	"SharedKey": false, "IdleSessions": true, "PrincipalProfiles": true, "TopicHead": true,
 	"CreateTask": false, "GetTask": true, "UpdateTask": false, "CountTasks": true,
 	"CreateWebhook": false, "GetWebhook": true, "UpdateWebhook": false, "DeleteWebhook": false, "TopicWebhooks": true,
+	"CountWebhooks": true, "PutWebhookVerified": false, "WebhookVerified": true,
 }
 
 // inner is a store whose every method panics (a nil storeconfig.Store):

@@ -55,6 +55,8 @@ func TestBadValues(t *testing.T) {
 		want string
 	}{
 		// The typed modes.
+		{map[string]string{"MCPUSH_EVENTS_ERRORS": "openai"}, `MCPUSH_EVENTS_ERRORS="openai": want "sep-3415" or "chatgpt"`},
+		{map[string]string{"MCPUSH_EVENTS_ERRORS": "SEP-3415"}, `MCPUSH_EVENTS_ERRORS="SEP-3415": want "sep-3415" or "chatgpt"`},
 		{map[string]string{"MCPUSH_LAMBDA_MODE": "websocket"}, `MCPUSH_LAMBDA_MODE="websocket": want "stream" or "buffered"`},
 		{map[string]string{"MCPUSH_LAMBDA_MODE": "Stream"}, `MCPUSH_LAMBDA_MODE="Stream": want "stream" or "buffered"`},
 		{map[string]string{lambda: "127.0.0.1:9001", "MCPUSH_STORE": "dynamodb:t", "MCPUSH_AUTH": "jwt"}, `MCPUSH_AUTH="jwt": want "iam", "none" or "oauth"`},
@@ -173,7 +175,7 @@ func TestValues(t *testing.T) {
 		"MCPUSH_WEBHOOK_ALLOW": "http://127.0.0.1:9000", "MCPUSH_REGISTRY_TOOLS": "count, events_wait,x",
 		"MCPUSH_LAMBDA_MODE": "buffered", "MCPUSH_AUTH": "oauth", "MCPUSH_OAUTH_SCOPES": "a b,c", "MCPUSH_STREAM_HOLD": "deadline",
 		"AWS_LAMBDA_MAX_CONCURRENCY": "64", "MCPUSH_TASK_TTL": "2h", "MCPUSH_MAX_INFLIGHT": "7", "MCPUSH_TASK_WORKERS": "3",
-		"AWS_LAMBDA_FUNCTION_NAME": "mcp", "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+		"AWS_LAMBDA_FUNCTION_NAME": "mcp", "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST", "MCPUSH_EVENTS_ERRORS": "chatgpt",
 	}
 	st, err := envconfig.ReadStore(env(m))
 	if want := (envconfig.Store{Spec: "dynamodb:t", CreateTable: true, FeedShards: 8, StatsDir: "/tmp/stats"}); err != nil || st != want {
@@ -203,7 +205,7 @@ func TestValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantSrv := &envconfig.Server{Limits: envconfig.Limits{TaskTTL: 2 * time.Hour, MaxInFlight: 7}, Tasks: envconfig.Tasks{Workers: 3},
-		FunctionName: "mcp", FunctionVersion: "$LATEST"}
+		FunctionName: "mcp", FunctionVersion: "$LATEST", EventsErrors: envconfig.EventsErrorsChatGPT}
 	if diff := cmp.Diff(wantSrv, srv); diff != "" {
 		t.Errorf("ReadServer (-want +got):\n%s", diff)
 	}

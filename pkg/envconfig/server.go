@@ -26,6 +26,10 @@ type Server struct {
 	// WebhookSweep is MCPUSH_WEBHOOK_SWEEP: how often the local server
 	// sweeps the webhook subscriptions.
 	WebhookSweep time.Duration
+	// EventsErrors is MCPUSH_EVENTS_ERRORS (ReadEventsErrors): the
+	// numbering of the Events extension's error codes
+	// (mcp.ServerOptions.EventsErrors), empty for the default.
+	EventsErrors string
 	// FunctionName and FunctionVersion are AWS_LAMBDA_FUNCTION_NAME and
 	// AWS_LAMBDA_FUNCTION_VERSION, set by Lambda: the function a task's
 	// invocation calls.
@@ -73,6 +77,10 @@ func ReadServer(getenv func(string) string) (*Server, error) {
 		Fixtures:        getenv("MCPUSH_FIXTURES"),
 		FunctionName:    getenv("AWS_LAMBDA_FUNCTION_NAME"),
 		FunctionVersion: getenv("AWS_LAMBDA_FUNCTION_VERSION"),
+	}
+	var err error
+	if s.EventsErrors, err = ReadEventsErrors(getenv); err != nil {
+		return nil, err
 	}
 	l := &s.Limits
 	for _, d := range []struct {
@@ -123,4 +131,27 @@ func ReadServer(getenv func(string) string) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// The values of MCPUSH_EVENTS_ERRORS (mcp.EventsErrorsSEP3415 and
+// mcp.EventsErrorsChatGPT, spelled here so that the ingest reads them
+// without linking pkg/mcp).
+const (
+	EventsErrorsSEP3415 = "sep-3415"
+	EventsErrorsChatGPT = "chatgpt"
+)
+
+// ReadEventsErrors reads MCPUSH_EVENTS_ERRORS, the numbering of the Events
+// extension's error codes: "sep-3415" (-32023 to -32027), "chatgpt"
+// (-32011 to -32015), or empty for the default, "sep-3415". Anything
+// else is an *Error. Both mains read it: the MCP server answers requests
+// in it, and the ingest's terminated webhook envelope is to carry its
+// NotFound code.
+func ReadEventsErrors(getenv func(string) string) (string, error) {
+	switch v := getenv("MCPUSH_EVENTS_ERRORS"); v {
+	case "", EventsErrorsSEP3415, EventsErrorsChatGPT:
+		return v, nil
+	default:
+		return "", &Error{Name: "MCPUSH_EVENTS_ERRORS", Value: v, Want: quoted(EventsErrorsSEP3415, EventsErrorsChatGPT)}
+	}
 }

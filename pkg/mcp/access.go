@@ -137,8 +137,8 @@ func (s *Server) guarded(types map[string]*notify.EventItem) bool {
 // eventForbidden is the refusal of an event type the caller may not use,
 // and of an unknown one while access decisions are in effect: the same
 // code, message and data for both.
-func eventForbidden(name string) *Error {
-	return eventsError(CodeForbidden, "Forbidden: event type "+clipText(name, 64)+" is not available to this caller", map[string]string{"reason": "access"})
+func (s *Server) eventForbidden(name string) *Error {
+	return s.eventsError(CodeForbidden, "Forbidden: event type "+clipText(name, 64)+" is not available to this caller", map[string]string{"reason": "access"})
 }
 
 // bindArguments applies e's bind rule for ctx's caller to a
@@ -146,7 +146,7 @@ func eventForbidden(name string) *Error {
 // argument omitted is filled in with the caller's claim, one given with
 // another value is Forbidden (as eventForbidden). Arguments that are not
 // an object are returned as they are, for eventFilter to refuse.
-func bindArguments(ctx context.Context, e *notify.EventItem, raw json.RawMessage) (json.RawMessage, error) {
+func (s *Server) bindArguments(ctx context.Context, e *notify.EventItem, raw json.RawMessage) (json.RawMessage, error) {
 	if e.Access == nil || len(e.Access.Bind) == 0 {
 		return raw, nil
 	}
@@ -165,7 +165,7 @@ func bindArguments(ctx context.Context, e *notify.EventItem, raw json.RawMessage
 		}
 		var v string
 		if json.Unmarshal(got, &v) != nil || string(mustJSON(v)) != string(want) {
-			return nil, eventForbidden(e.Name)
+			return nil, s.eventForbidden(e.Name)
 		}
 		args[arg] = want
 	}
@@ -186,7 +186,7 @@ func (s *Server) checkEventAccess(ctx context.Context, types map[string]*notify.
 		return nil
 	}
 	if e == nil || !s.permitsEvent(ctx, modeAction[mode], e) {
-		return eventForbidden(name)
+		return s.eventForbidden(name)
 	}
 	return nil
 }
@@ -201,7 +201,7 @@ var modeAction = map[string]string{
 // boundFilter is eventFilter of the arguments bound for ctx's caller
 // (bindArguments).
 func (s *Server) boundFilter(ctx context.Context, e *notify.EventItem, raw json.RawMessage) (map[string]json.RawMessage, error) {
-	args, err := bindArguments(ctx, e, raw)
+	args, err := s.bindArguments(ctx, e, raw)
 	if err != nil {
 		return nil, err
 	}

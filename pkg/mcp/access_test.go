@@ -90,7 +90,9 @@ func accessServer(t *testing.T, st mcp.Store, allow string) string {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "access", Version: "1"}, st, &mcp.ServerOptions{
 		DynamicRegistries: true, Events: true, RegistryRefresh: 20 * time.Millisecond,
 		StateKeys: [][]byte{[]byte("access-test-key-0123456789abcdef0123")},
-		Webhooks:  &mcp.WebhookOptions{Sender: webhook.NewSender(pol)},
+		// (Access, not the verification bounds, is under test: the
+		// property test verifies hundreds of subscriptions to one origin.)
+		Webhooks: &mcp.WebhookOptions{Sender: webhook.NewSender(pol), VerifyDestinationRate: 1 << 20},
 	})
 	for _, name := range []string{"echo", "open"} {
 		srv.AddTool(&mcp.Tool{Name: name, InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -555,7 +557,7 @@ func TestAccessListEqualsSubscribe(t *testing.T) {
 		srv := mcp.NewServer(&mcp.Implementation{Name: "prop", Version: "1"}, st, &mcp.ServerOptions{
 			DynamicRegistries: true, Events: true,
 			StateKeys: [][]byte{[]byte("access-prop-key-0123456789abcdef0123")},
-			Webhooks:  &mcp.WebhookOptions{Sender: webhook.NewSender(webhook.Policy{Allow: allow}), VerifyRate: 1 << 20, MaxPerPrincipal: 1 << 10},
+			Webhooks:  &mcp.WebhookOptions{Sender: webhook.NewSender(webhook.Policy{Allow: allow}), VerifyRate: 1 << 20, VerifyDestinationRate: 1 << 20, MaxPerPrincipal: 1 << 10},
 			Limits:    mcp.Limits{MaxRequestsPerMinute: 1 << 20},
 		})
 		h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, Authenticator: jsonClaimsAuth{}})

@@ -170,7 +170,7 @@ func (cs *ClientSession) modernRequest(method string, p json.RawMessage) (json.R
 	}
 	json.Unmarshal(p, &named)
 	switch method {
-	case "tools/call", "prompts/get":
+	case "tools/call", "prompts/get", "events/poll", "events/stream", "events/subscribe", "events/unsubscribe":
 		h.Set("Mcp-Name", headerValue(named.Name))
 	case "resources/read":
 		h.Set("Mcp-Name", headerValue(named.URI))

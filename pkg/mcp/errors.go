@@ -39,7 +39,9 @@ const (
 	CodeUnsupportedProtocolVersion = -32022
 )
 
-// Error codes of the Events extension (SEP-3415, provisional numbers).
+// Error codes of the Events extension as SEP-3415 numbers them (the
+// default dialect, EventsErrorsSEP3415). EventsErrors.Code maps each to
+// the code of the dialect a server answers in.
 const (
 	// CodeNotFound: an unknown event type (data.kind "event") or
 	// subscription (data.kind "subscription").
@@ -56,6 +58,56 @@ const (
 	// or could not be reached (data.reason).
 	CodeCallbackEndpointError = -32027
 )
+
+// The same errors as ChatGPT, the design sketch that preceded SEP-3415
+// and the draft Events conformance suite number them
+// (EventsErrorsChatGPT).
+const (
+	CodeChatGPTNotFound              = -32011
+	CodeChatGPTForbidden             = -32012
+	CodeChatGPTResourceExhausted     = -32013
+	CodeChatGPTUnsupported           = -32014
+	CodeChatGPTCallbackEndpointError = -32015
+)
+
+// EventsErrors is the numbering of the Events extension's errors a
+// server answers in (ServerOptions.EventsErrors; functions/mcp reads it
+// from MCPUSH_EVENTS_ERRORS). The names, messages and data are the same
+// in both; only the codes differ.
+type EventsErrors string
+
+// The dialects of EventsErrors.
+const (
+	// EventsErrorsSEP3415 (the default, and what the empty value means):
+	// -32023 to -32027, SEP-3415's numbers.
+	EventsErrorsSEP3415 EventsErrors = "sep-3415"
+	// EventsErrorsChatGPT: -32011 to -32015, the numbers of ChatGPT,
+	// Hookdeck's default profile and the draft Events conformance suite.
+	EventsErrorsChatGPT EventsErrors = "chatgpt"
+)
+
+// chatGPTCodes maps SEP-3415's Events codes to ChatGPT's.
+var chatGPTCodes = map[int]int{
+	CodeNotFound:              CodeChatGPTNotFound,
+	CodeForbidden:             CodeChatGPTForbidden,
+	CodeResourceExhausted:     CodeChatGPTResourceExhausted,
+	CodeUnsupported:           CodeChatGPTUnsupported,
+	CodeCallbackEndpointError: CodeChatGPTCallbackEndpointError,
+}
+
+// Code returns the code that dialect d gives the Events error whose
+// SEP-3415 code is code (CodeNotFound ... CodeCallbackEndpointError):
+// the one map between the two numberings. Any other code, and any code
+// in a dialect other than EventsErrorsChatGPT, is returned as is. The
+// ingest, which cannot link this package, takes the NotFound code of its
+// terminated webhook envelope from webhook.NotFoundCode, a copy that
+// TestWebhookNotFoundCode holds equal to this.
+func (d EventsErrors) Code(code int) int {
+	if c, ok := chatGPTCodes[code]; ok && d == EventsErrorsChatGPT {
+		return c
+	}
+	return code
+}
 
 // Errors an Authenticator returns (wrapped) to choose the HTTP answer
 // (errorStatus). Any other error is 401.
@@ -218,8 +270,10 @@ var (
 	// listens reached. 429.
 	errTooManyRequests = errors.New("too many requests")
 	// errResourceExhausted: a limit of the Events extension reached (an
-	// events/stream over MaxListensPerPrincipal). 429, ResourceExhausted
-	// (the refusal's data names the limit, as the extension asks).
+	// events/stream over MaxListensPerPrincipal). 429, with the code of
+	// the ResourceExhausted *Error the refusal carries, in the server's
+	// dialect (the refusal's data names the limit, as the extension
+	// asks).
 	errResourceExhausted = errors.New("resource exhausted")
 )
 
@@ -259,7 +313,7 @@ var refusalKinds = []struct {
 	{notify.ErrTooLarge, http.StatusRequestEntityTooLarge, CodeInvalidRequest},
 	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, CodeInvalidRequest},
 	{errTooManyRequests, http.StatusTooManyRequests, CodeInvalidRequest},
-	{errResourceExhausted, http.StatusTooManyRequests, CodeResourceExhausted},
+	{errResourceExhausted, http.StatusTooManyRequests, 0},
 }
 
 // errorStatus is the one map from a failed request to the HTTP status and

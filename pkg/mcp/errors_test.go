@@ -61,7 +61,8 @@ func TestErrorStatus(t *testing.T) {
 		{"unsupported media type", refuse(errUnsupportedMediaType, "m"), both(415, CodeInvalidRequest)},
 		{"too many requests", tooMany("m"), both(429, CodeInvalidRequest)},
 		{"rate limited", rateLimited(0, "m"), both(429, CodeInvalidRequest)},
-		{"events limit", refuse(errResourceExhausted, "m"), both(429, CodeResourceExhausted)},
+		{"events limit", (&errListenQuota{limit: 1}).refusal(EventsErrorsSEP3415), both(429, CodeResourceExhausted)},
+		{"events limit, ChatGPT's codes", (&errListenQuota{limit: 1}).refusal(EventsErrorsChatGPT), both(429, CodeChatGPTResourceExhausted)},
 		// A failure of the server or its store that wraps none of the
 		// above: retry.
 		{"store conflict", fmt.Errorf("put: %w", notify.ErrConflict), both(503, CodeInternalError)},

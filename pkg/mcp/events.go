@@ -9,9 +9,11 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// The Events extension (io.modelcontextprotocol/events, SEP-3415, a
-// draft): a client lists event types (events/list) and receives their
-// events by poll (events/poll: events_poll.go). The event types are the
+// The Events extension (io.modelcontextprotocol/events, SEP-3415, built
+// against its Draft of 2026-11-26; docs/events.md maps each rule): a
+// client lists event types (events/list) and receives their events by
+// poll (events/poll: events_poll.go), push (events/stream:
+// events_stream.go) or webhook (events/subscribe: events_webhook.go). The event types are the
 // items of the events registry (notify.EventItem, published through SNS
 // like the other registries); an event of a type is an event of its
 // topic's log (notify.TopicEvent). A Server serves it when
@@ -168,9 +170,9 @@ func (s *Server) dispatchEvents(ctx context.Context, ss *ServerSession, m *Messa
 		// (serveEventStream): here only in a batch.
 		return nil, Errorf(CodeInvalidRequest, "invalid request: events/stream must be the only message of its POST (its answer is an SSE stream)")
 	case "events/subscribe", "events/unsubscribe":
-		if s.webhookStore() == nil {
-			return nil, Errorf(CodeMethodNotFound, "method not found: %s (this server does not deliver events by webhook)", m.Method)
-		}
+		// Without webhook delivery the methods are still the extension's
+		// (it is declared): checkWebhookKey answers Unsupported, or
+		// Forbidden for an anonymous caller, naming MCPUSH_AUTH.
 		if m.Method == "events/subscribe" {
 			return s.subscribeEvents(ctx, ss, m.Params)
 		}

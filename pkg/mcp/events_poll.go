@@ -87,9 +87,11 @@ const metaMessageID = "mcpush/messageId"
 // one type's event as the other's duplicate.
 func EventID(name, messageID string) string { return eventcursor.EventID(name, messageID) }
 
-// eventsError is an error of the extension with its data.
-func eventsError(code int, msg string, data any) *Error {
-	e := &Error{Code: code, Message: msg}
+// eventsError is an error of the extension with its data: code is its
+// SEP-3415 code (CodeNotFound ...), answered in the server's dialect
+// (ServerOptions.EventsErrors).
+func (s *Server) eventsError(code int, msg string, data any) *Error {
+	e := &Error{Code: s.opts.EventsErrors.Code(code), Message: msg}
 	e.Data, _ = json.Marshal(data)
 	return e
 }
@@ -112,10 +114,10 @@ func (s *Server) eventType(ctx context.Context, name, mode string) (*notify.Even
 		return nil, err
 	}
 	if e == nil {
-		return nil, eventsError(CodeNotFound, "NotFound: no event type "+clipText(name, 64), map[string]string{"kind": "event"})
+		return nil, s.eventsError(CodeNotFound, "NotFound: no event type "+clipText(name, 64), map[string]string{"kind": "event"})
 	}
 	if !e.Supports(mode) || !s.serves(mode) {
-		return nil, eventsError(CodeUnsupported, "Unsupported: event type "+name+" does not offer "+mode+" delivery", map[string]string{"feature": "deliveryMode", "value": mode})
+		return nil, s.eventsError(CodeUnsupported, "Unsupported: event type "+name+" does not offer "+mode+" delivery", map[string]string{"feature": "deliveryMode", "value": mode})
 	}
 	return e, nil
 }
@@ -283,7 +285,7 @@ type eventsRead struct {
 // events/stream read the same way, so that the same position yields the
 // same events either way.
 func (s *Server) readEventsAfter(ctx context.Context, e *notify.EventItem, filters map[string]json.RawMessage, pos int64, floor time.Time, limit int) (*eventsRead, error) {
-	res := &eventsRead{}
+	res := &eventsRead{events: []*EventOccurrence{}} // never null: an idle poll's "events" is []
 	size, scanned := 0, 0
 	for first := true; ; first = false {
 		evs, err := s.store.ReadTopicEvents(ctx, e.Topic, pos, pollBatch)

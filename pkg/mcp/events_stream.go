@@ -40,8 +40,10 @@ const (
 	streamReadEvents = MaxPollEvents
 	// MaxEventsHeartbeat is the longest interval between two
 	// notifications/events/heartbeat: SEP-3415 asks for one at least
-	// every 30 s. A stream sends one StreamableOptions.KeepAlive (25 s by
-	// default) after its last message, at most this.
+	// every 30 s. A stream sends one every StreamableOptions.KeepAlive
+	// (25 s by default), at most this, counted from its confirmation and
+	// then from its last heartbeat: events do not put it off, so a busy
+	// stream gets its heartbeats on time too.
 	MaxEventsHeartbeat = 30 * time.Second
 )
 
@@ -91,7 +93,10 @@ type eventStream struct {
 	// (its truncated flag goes into notifications/events/active).
 	pending   *eventsRead
 	heartbeat time.Duration
-	lastSent  time.Time
+	// lastBeat is when the last heartbeat (or the confirmation) was
+	// written: the next is due heartbeat after it, whatever was written
+	// since.
+	lastBeat  time.Time
 	lastTopic time.Time // the last read of the topic log
 
 	// recheck: the events registry changed, and the event type is to be
@@ -171,7 +176,7 @@ func (es *eventStream) checkType(ctx context.Context) ([]heldMsg, error) {
 		return nil, err
 	}
 	if !bindHolds(ctx, e, es.args) {
-		return []heldMsg{es.terminate(eventForbidden(e.Name))}, nil
+		return []heldMsg{es.terminate(s.eventForbidden(e.Name))}, nil
 	}
 	filters, err := eventFilter(e, es.args)
 	if errors.As(err, &rpcErr) {
@@ -276,20 +281,26 @@ func (src *eventSource) read(ctx context.Context, age time.Duration) (heldBatch,
 		b.msgs = append(b.msgs, es.events(r)...)
 		b.more = b.more || r.hasMore
 	}
-	if len(b.msgs) == 0 && now.Sub(es.lastSent) >= es.heartbeat {
-		b.msgs = append(b.msgs, es.heartbeatMsg())
+	if now.Sub(es.lastBeat) >= es.heartbeat {
+		b.msgs = append(b.msgs, es.heartbeatMsg()) // after the events: their position
 	}
 	return b, err
 }
 
-func (src *eventSource) wrote(heldMsg) { src.lastSent = src.l.srv.opts.Now() }
+// wrote notes when a heartbeat was written (the quiet message): only a
+// heartbeat puts the next one off.
+func (src *eventSource) wrote(m heldMsg) {
+	if m.quiet {
+		src.lastBeat = src.l.srv.opts.Now()
+	}
+}
 
 func (src *eventSource) delivered(context.Context, bool) {}
 
 // upkeepIn is when the next heartbeat, or the backing session's refresh,
 // is due.
 func (src *eventSource) upkeepIn(now time.Time) time.Duration {
-	return min(src.heartbeat-now.Sub(src.lastSent), src.l.chores())
+	return min(src.heartbeat-now.Sub(src.lastBeat), src.l.chores())
 }
 
 // upkeep refreshes the backing session if due and returns a heartbeat
@@ -298,7 +309,7 @@ func (src *eventSource) upkeepIn(now time.Time) time.Duration {
 func (src *eventSource) upkeep(ctx context.Context) []heldMsg {
 	es := (*eventStream)(src)
 	es.l.refresh(ctx)
-	if es.l.srv.opts.Now().Sub(es.lastSent) >= es.heartbeat {
+	if es.l.srv.opts.Now().Sub(es.lastBeat) >= es.heartbeat {
 		return []heldMsg{es.heartbeatMsg()}
 	}
 	return nil
@@ -349,7 +360,7 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	err = s.allowListen(ctx, owner)
 	var quota *errListenQuota
 	if errors.As(err, &quota) {
-		writeError(w, era, m.ID, quota.refusal(true))
+		writeError(w, era, m.ID, quota.refusal(s.opts.EventsErrors))
 		return
 	}
 	process, err := s.holdLiveness(ctx)
@@ -404,7 +415,7 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 		es.l.close(ctx)
 		return
 	}
-	es.lastSent = s.opts.Now()
+	es.lastBeat = s.opts.Now() // the confirmation: the first heartbeat is due heartbeat after it
 	hs := &heldStream{h: h, sse: sse, src: (*eventSource)(es), session: st.ID, hold: h.opts.StreamHold, watchFirst: true, hooks: h.heldHooks}
 	hs.run(ctx)
 }
@@ -427,7 +438,7 @@ func (s *Server) checkEventStream(ctx context.Context, _ *ServerSession, m *Mess
 	if err != nil {
 		return nil, false, err
 	}
-	args, err := bindArguments(ctx, e, p.Arguments)
+	args, err := s.bindArguments(ctx, e, p.Arguments)
 	if err != nil {
 		return nil, false, err
 	}

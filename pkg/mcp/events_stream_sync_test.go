@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -135,8 +136,8 @@ func msgs(t *testing.T, g *heldGET) []streamMsg {
 }
 
 // TestEventStreamHeartbeat: an idle events stream sends a
-// notifications/events/heartbeat with its cursor KeepAlive (25 s) after
-// its last message, never 30 s without one, and no ": keepalive"
+// notifications/events/heartbeat with its cursor every KeepAlive (25 s)
+// from its confirmation, never 30 s without one, and no ": keepalive"
 // comment; the heartbeat's cursor moves past events the arguments
 // filter out (a poll from it returns none of them); at the request's
 // deadline the stream ends with a heartbeat and the empty result.
@@ -195,6 +196,49 @@ func TestEventStreamHeartbeat(t *testing.T) {
 		}
 		if beats < 6 || strings.Contains(g.rec.body(), ": keepalive") {
 			t.Errorf("%d heartbeats in %v, keepalive comments: %v", beats, ended, strings.Contains(g.rec.body(), ": keepalive"))
+		}
+	})
+}
+
+// TestEventStreamHeartbeatUnderTraffic: heartbeats come on their own
+// cadence, not KeepAlive after the last message: with an event every
+// second for 80 s, every event arrives and a heartbeat comes at most
+// KeepAlive (25 s, under SEP-3415's 30 s) after the confirmation and
+// after the previous heartbeat (sampled each second). Before, each event
+// put the heartbeat off, and none came.
+func TestEventStreamHeartbeatUnderTraffic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newEventsRig(t, `{"name":"order","topic":"orders"}`)
+		g := r.stream(`"name":"order","cursor":null`, 3*time.Minute)
+		every := r.h.heartbeatEvery()
+		if every != 25*time.Second {
+			t.Fatalf("heartbeat interval %v, want KeepAlive's 25 s", every)
+		}
+		last, beats, worst := time.Now(), 0, time.Duration(0)
+		const seconds = 80
+		for i := range seconds {
+			r.publish("orders", fmt.Sprintf("e-%d", i), `{"n":1}`)
+			time.Sleep(time.Second)
+			n := 0
+			for _, m := range msgs(t, g) {
+				if m.Method == "notifications/events/heartbeat" {
+					n++
+				}
+			}
+			if n > beats {
+				beats, last = n, time.Now()
+			}
+			worst = max(worst, time.Since(last))
+		}
+		events := 0
+		for _, m := range msgs(t, g) {
+			if m.Method == "notifications/events/event" {
+				events++
+			}
+		}
+		t.Logf("%d events, %d heartbeats in %d s; longest without a heartbeat %v", events, beats, seconds, worst)
+		if events < seconds-1 || beats < 3 || worst > every+time.Second || worst > MaxEventsHeartbeat {
+			t.Errorf("%d events, %d heartbeats in %d s; longest without a heartbeat %v, want at most %v", events, beats, seconds, worst, every+time.Second)
 		}
 	})
 }

@@ -1,10 +1,15 @@
 package mcp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -82,7 +87,10 @@ func rpc2025(t *testing.T, url, sid, method, params string) *rpcReply {
 // TestEventsDiscovery: with Events the extension is declared in
 // server/discover and in initialize, as SEP-3415 does (extensions, with
 // listChanged) and as ChatGPT reads it (a top-level events); without it,
-// nothing is declared and events/* are not found.
+// nothing is declared and events/* are not found. With it but without
+// webhook delivery (functions/mcp without MCPUSH_AUTH), events/subscribe
+// and events/unsubscribe answer Unsupported naming MCPUSH_AUTH, not
+// method not found.
 func TestEventsDiscovery(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprint("events ", on), func(t *testing.T) {
@@ -111,13 +119,18 @@ func TestEventsDiscovery(t *testing.T) {
 					t.Errorf("%s: events declared without ServerOptions.Events: %v, %v", what, got, top)
 				}
 			}
-			for _, m := range []string{"events/list", "events/poll", "events/subscribe"} {
-				code := 0
-				if e := rpc2025(t, c.urls[0], sid, m, `{"name":"x"}`).Error; e != nil {
-					code = e.Code
+			for _, m := range []string{"events/list", "events/poll", "events/subscribe", "events/unsubscribe"} {
+				code, msg := 0, ""
+				if e := rpc2025(t, c.urls[0], sid, m, `{"name":"x","delivery":{"url":"https://hooks.example.com/x"}}`).Error; e != nil {
+					code, msg = e.Code, e.Message
 				}
-				if want := mcp.CodeMethodNotFound; (!on || m == "events/subscribe") && code != want {
-					t.Errorf("%s: code %d, want %d", m, code, want)
+				switch {
+				case !on && code != mcp.CodeMethodNotFound:
+					t.Errorf("%s without the extension: code %d, want %d", m, code, mcp.CodeMethodNotFound)
+				case on && strings.HasPrefix(m, "events/") && strings.Contains(m, "subscribe") && (code != mcp.CodeUnsupported || !strings.Contains(msg, "MCPUSH_AUTH")):
+					// The extension is declared: not method not found,
+					// and the message says what webhooks need.
+					t.Errorf("%s without webhook delivery: code %d %q, want %d naming MCPUSH_AUTH", m, code, msg, mcp.CodeUnsupported)
 				}
 			}
 		})
@@ -492,3 +505,122 @@ func TestEventsPollTruncated(t *testing.T) {
 
 var _ sync.Mutex
 var _ = filepath.Join
+
+// TestEventsListsNeverNull: every list member of an Events result is a
+// JSON array, never null: an idle poll's events (from a cursor, with
+// nothing new, and with events the arguments filter out), the first
+// poll's, and events/list's on a server with no event types.
+func TestEventsListsNeverNull(t *testing.T) {
+	empty := newCluster(t, 1, eventsOn)
+	if r := rpc2026(t, empty.urls[0], "events/list", ""); r.Error != nil || fmt.Sprintf("%#v", r.Result["events"]) != "[]interface {}{}" {
+		t.Errorf("events/list of no types: events = %#v, %+v", r.Result["events"], r.Error)
+	}
+	c := newCluster(t, 1, eventsOn)
+	putEventTypes(t, c.dbPath, notify.OpPut, "m1", `{"name":"e","topic":"t","inputSchema":{"type":"object","properties":{"region":{"type":"string"}}}}`)
+	first := rpc2026(t, c.urls[0], "events/poll", `"name":"e","cursor":null`)
+	cur, _ := first.Result["cursor"].(string)
+	idle := rpc2026(t, c.urls[0], "events/poll", `"name":"e","cursor":"`+cur+`"`)
+	appendTopic(t, c.dbPath, "t", 0, [2]string{"m-1", `{"region":"us"}`})
+	filtered := rpc2026(t, c.urls[0], "events/poll", `"name":"e","arguments":{"region":"eu"},"cursor":"`+cur+`"`)
+	for name, r := range map[string]*rpcReply{"first poll": first, "idle poll": idle, "filtered poll": filtered} {
+		if r.Error != nil {
+			t.Fatalf("%s: %+v", name, r.Error)
+		}
+		if ev, ok := r.Result["events"].([]any); !ok || len(ev) != 0 {
+			t.Errorf("%s: events = %#v, want []", name, r.Result["events"])
+		}
+	}
+}
+
+// TestEventsMcpName: in the 2026 era the Events methods that name an
+// event type (events/poll, events/stream, events/subscribe,
+// events/unsubscribe) may carry Mcp-Name; when they do it must be the
+// body's name (base64 form included), else 400 HeaderMismatch (-32020)
+// before anything is served, as for tools/call. Absent, the request is
+// served (SEP-3415 does not define the header for them, and the
+// TypeScript SDK does not send it). This package's client sends it.
+func TestEventsMcpName(t *testing.T) {
+	var seen sync.Map // method -> the Mcp-Name the client sent
+	c := newCluster(t, 1, eventsOn)
+	putEventTypes(t, c.dbPath, notify.OpPut, "m1", `{"name":"order.created","topic":"orders"}`)
+	body := func(method string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"name":"order.created","cursor":null,` + meta2026(`{}`) + `}}`
+	}
+	for _, method := range []string{"events/poll", "events/stream", "events/subscribe", "events/unsubscribe"} {
+		for _, tc := range []struct {
+			name   string
+			header []string
+			ok     bool
+		}{
+			{"the body's name, base64", []string{"Mcp-Name", "=?base64?b3JkZXIuY3JlYXRlZA==?="}, true},
+			{"absent", nil, true},
+			{"another name", []string{"Mcp-Name", "order.deleted"}, false},
+			{"empty", []string{"Mcp-Name", ""}, false},
+		} {
+			var mismatch bool
+			if method == "events/stream" {
+				// Served, it is a held stream: read its first bytes only.
+				mismatch = streamRefused(t, c.urls[0], body(method), append(headers2026(method, ""), tc.header...))
+			} else {
+				status, r := call2026(t, c.urls[0], body(method), append(headers2026(method, ""), tc.header...)...)
+				mismatch = status == http.StatusBadRequest && r.Error != nil && r.Error.Code == mcp.CodeHeaderMismatch && strings.Contains(r.Error.Message, "Mcp-Name")
+			}
+			if mismatch == tc.ok {
+				t.Errorf("%s, Mcp-Name %s: a mismatch %v, want %v", method, tc.name, mismatch, !tc.ok)
+			}
+		}
+	}
+	// The client sends it.
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if m := r.Header.Get("Mcp-Method"); strings.HasPrefix(m, "events/") {
+			seen.Store(m, r.Header.Get("Mcp-Name"))
+		}
+		target, _ := url.Parse(c.urls[0])
+		httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{Mode: mcp.ClientMode2026}).Connect(ctx, proxy.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close(context.Background())
+	if _, err := cs.PollEvents(ctx, &mcp.PollEventsParams{Name: "order.created"}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := seen.Load("events/poll"); v != "order.created" {
+		t.Errorf("the client's Mcp-Name on events/poll: %q", v)
+	}
+}
+
+// streamRefused POSTs an events/stream and reports whether it was
+// refused with 400 HeaderMismatch naming Mcp-Name; a stream that opens
+// is read up to its first event and closed.
+func streamRefused(t *testing.T, url, body string, header []string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+		if !strings.Contains(line, "notifications/events/active") && !strings.HasPrefix(line, "id:") && !strings.HasPrefix(line, "data:") {
+			t.Errorf("an opened events stream began with %q", line)
+		}
+		return false
+	}
+	b, _ := io.ReadAll(resp.Body)
+	var r rpcReply
+	json.Unmarshal(b, &r)
+	return resp.StatusCode == http.StatusBadRequest && r.Error != nil && r.Error.Code == mcp.CodeHeaderMismatch && strings.Contains(r.Error.Message, "Mcp-Name")
+}

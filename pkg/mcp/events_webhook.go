@@ -41,6 +41,15 @@ const (
 	// DefaultVerifyRate bounds the verification handshakes one principal
 	// starts per minute (each is a POST to a URL it names).
 	DefaultVerifyRate = 10
+	// DefaultVerifyDestinationRate bounds the verification handshakes
+	// POSTed to one origin (scheme, host, port) per minute, whoever asks:
+	// principals together cannot flood a receiver with them.
+	DefaultVerifyDestinationRate = 10
+	// VerifiedTTL is how long a verified (principal, url) pair stands:
+	// that principal's new subscriptions to that URL (other arguments, a
+	// resubscribe after an expiry or an unsubscribe) are not verified
+	// again until it passes (as Hookdeck Outpost does).
+	VerifiedTTL = 24 * time.Hour
 )
 
 // WebhookOptions configure webhook delivery (ServerOptions.Webhooks).
@@ -62,8 +71,11 @@ type WebhookOptions struct {
 	// SecretGrace is how long a rotated-out secret still signs.
 	SecretGrace time.Duration
 	// VerifyRate bounds the verification handshakes one principal starts
-	// per minute, when the store counts rates (notify.RateCounter).
+	// per minute, counted in the store across processes.
 	VerifyRate int
+	// VerifyDestinationRate bounds the verification handshakes POSTed to
+	// one origin per minute, counted in the store across processes.
+	VerifyDestinationRate int
 }
 
 func (o *WebhookOptions) withDefaults() *WebhookOptions {
@@ -86,6 +98,9 @@ func (o *WebhookOptions) withDefaults() *WebhookOptions {
 	if c.VerifyRate <= 0 {
 		c.VerifyRate = DefaultVerifyRate
 	}
+	if c.VerifyDestinationRate <= 0 {
+		c.VerifyDestinationRate = DefaultVerifyDestinationRate
+	}
 	return &c
 }
 
@@ -93,9 +108,16 @@ func (o *WebhookOptions) withDefaults() *WebhookOptions {
 // the store; both stores implement it.
 type WebhookStore interface {
 	CreateWebhook(ctx context.Context, w *notify.WebhookSubscription, max int) error
+	// CountWebhooks reads the bound CreateWebhook enforces: checked
+	// before a verification POST.
+	CountWebhooks(ctx context.Context, principal string, limit int) (int, error)
 	GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error)
 	UpdateWebhook(ctx context.Context, w *notify.WebhookSubscription) error
 	DeleteWebhook(ctx context.Context, w *notify.WebhookSubscription) error
+	// PutWebhookVerified and WebhookVerified keep the verified
+	// (principal, url) pairs (verifiedKey) for VerifiedTTL.
+	PutWebhookVerified(ctx context.Context, key string, until time.Time) error
+	WebhookVerified(ctx context.Context, key string) (bool, error)
 }
 
 // WebhookDelivery is the delivery member of events/subscribe and
@@ -266,12 +288,20 @@ func canonicalString(b *bytes.Buffer, s string) {
 // authenticated returns the request's authenticated principal, or
 // Forbidden: an anonymous client (its principal empty, or its address)
 // may poll but not subscribe a webhook (SEP-3415).
-func authenticated(ss *ServerSession, method string) (string, error) {
+func (s *Server) authenticated(ss *ServerSession, method string) (string, error) {
 	p := ss.Principal()
 	if p == "" || strings.HasPrefix(p, addressPrefix) {
-		return "", eventsError(CodeForbidden, "Forbidden: "+method+" needs an authenticated principal (this server runs without authentication: MCPUSH_AUTH=oauth or iam)", map[string]string{"reason": "unauthenticated"})
+		return "", s.eventsError(CodeForbidden, "Forbidden: "+method+" needs an authenticated principal, and this request has none (webhook delivery needs a server with authentication: MCPUSH_AUTH=oauth or iam; poll and push work without)", map[string]string{"reason": "unauthenticated"})
 	}
 	return p, nil
+}
+
+// noWebhooks is the answer to events/subscribe and events/unsubscribe on
+// a server that does not deliver by webhook: Unsupported (not method
+// not found: the extension is declared), naming MCPUSH_AUTH, since
+// functions/mcp delivers by webhook only with authentication.
+func (s *Server) noWebhooks() *Error {
+	return s.eventsError(CodeUnsupported, "Unsupported: this server does not deliver events by webhook (mcpush serves webhook delivery only with authentication: set MCPUSH_AUTH=oauth or iam; events/poll and events/stream work without)", map[string]string{"feature": "deliveryMode", "value": notify.DeliveryWebhook})
 }
 
 // webhookKey is a checked subscription key.
@@ -287,19 +317,19 @@ type webhookKey struct {
 // share: the principal, the store, the event type, its arguments (against
 // the inputSchema when validate) and the callback URL.
 func (s *Server) checkWebhookKey(ctx context.Context, ss *ServerSession, method, name string, args json.RawMessage, d *WebhookDelivery, validate bool) (*webhookKey, WebhookStore, error) {
-	principal, err := authenticated(ss, method)
-	if err != nil {
-		return nil, nil, err
-	}
 	ws := s.webhookStore()
 	if ws == nil {
-		return nil, nil, eventsError(CodeUnsupported, "Unsupported: this server does not deliver events by webhook", map[string]string{"feature": "deliveryMode", "value": notify.DeliveryWebhook})
+		return nil, nil, s.noWebhooks()
+	}
+	principal, err := s.authenticated(ss, method)
+	if err != nil {
+		return nil, nil, err
 	}
 	e, err := s.eventType(ctx, name, notify.DeliveryWebhook)
 	if err != nil {
 		return nil, nil, err
 	}
-	if args, err = bindArguments(ctx, e, args); err != nil {
+	if args, err = s.bindArguments(ctx, e, args); err != nil {
 		return nil, nil, err
 	}
 	if validate {
@@ -317,7 +347,7 @@ func (s *Server) checkWebhookKey(ctx context.Context, ss *ServerSession, method,
 		return nil, nil, Errorf(CodeInvalidParams, "invalid params: delivery.url is required")
 	}
 	if d.Mode != "" && d.Mode != notify.DeliveryWebhook {
-		return nil, nil, eventsError(CodeUnsupported, "Unsupported: "+method+" is for webhook delivery only", map[string]string{"feature": "deliveryMode", "value": clipText(d.Mode, 32)})
+		return nil, nil, s.eventsError(CodeUnsupported, "Unsupported: "+method+" is for webhook delivery only", map[string]string{"feature": "deliveryMode", "value": clipText(d.Mode, 32)})
 	}
 	if err := s.opts.Webhooks.Sender.Policy().CheckURL(d.URL); err != nil {
 		return nil, nil, Errorf(CodeInvalidParams, "invalid params: delivery.url: %v", err)
@@ -411,18 +441,24 @@ func (s *Server) subscribeEvents(ctx context.Context, ss *ServerSession, raw jso
 }
 
 // createWebhook verifies the callback and stores a new subscription.
-// Nothing is stored when the verification fails.
+// Nothing is stored when the verification fails. Before any POST: the
+// principal's subscription bound, then the verification cache (a
+// (principal, url) verified in the last VerifiedTTL is not verified
+// again), then the callback's name resolved and checked, then the
+// handshakes' rates (per principal, per destination origin).
 func (s *Server) createWebhook(ctx context.Context, ws WebhookStore, o *WebhookOptions, sealer *notify.Sealer, k *webhookKey, secret webhook.Secret, expires time.Time, start *eventCursor, maxAgeMs *int64) (*SubscribeEventsResult, error) {
 	watermark, truncated, err := s.startPosition(ctx, k.event, start, maxAgeMs)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.allowVerification(ctx, o, k.principal); err != nil {
+	switch n, err := ws.CountWebhooks(ctx, k.principal, o.MaxPerPrincipal); {
+	case err != nil:
 		return nil, err
+	case n >= o.MaxPerPrincipal:
+		return nil, s.tooManyWebhooks(o)
 	}
-	if out := o.Sender.Verify(ctx, k.url, k.id, []webhook.Secret{secret}); !out.OK() {
-		s.log.InfoContext(ctx, "webhook verification failed", "subscription", k.id, "category", out.Category, "err", out.Err)
-		return nil, eventsError(CodeCallbackEndpointError, "CallbackEndpointError: the callback did not pass verification ("+webhook.WireCategory(out.Category)+")", map[string]string{"reason": webhook.WireCategory(out.Category)})
+	if err := s.verifyCallback(ctx, ws, o, k, secret); err != nil {
+		return nil, err
 	}
 	now := s.opts.Now()
 	w := &notify.WebhookSubscription{
@@ -436,7 +472,7 @@ func (s *Server) createWebhook(ctx context.Context, ws WebhookStore, o *WebhookO
 	w.SealSecrets(sealer, notify.WebhookSecrets{Current: secret.Reveal()})
 	switch err := ws.CreateWebhook(ctx, w, o.MaxPerPrincipal); {
 	case errors.Is(err, notify.ErrLimit):
-		return nil, eventsError(CodeResourceExhausted, fmt.Sprintf("ResourceExhausted: at most %d webhook subscriptions per principal", o.MaxPerPrincipal), map[string]any{"limit": "subscriptions", "max": o.MaxPerPrincipal})
+		return nil, s.tooManyWebhooks(o) // reached meanwhile (a race of the principal's own subscribes)
 	case err != nil:
 		return nil, err
 	}
@@ -539,18 +575,90 @@ func (s *Server) startPosition(ctx context.Context, e *notify.EventItem, c *even
 	return pos, truncated, nil
 }
 
-// allowVerification bounds the verification handshakes a principal
-// starts: VerifyRate a minute, counted in the store.
-func (s *Server) allowVerification(ctx context.Context, o *WebhookOptions, principal string) error {
-	rc := s.store
+// tooManyWebhooks is the answer to a subscribe over MaxPerPrincipal.
+func (s *Server) tooManyWebhooks(o *WebhookOptions) *Error {
+	return s.eventsError(CodeResourceExhausted, fmt.Sprintf("ResourceExhausted: at most %d webhook subscriptions per principal", o.MaxPerPrincipal), map[string]any{"limit": "subscriptions", "max": o.MaxPerPrincipal})
+}
+
+// verifiedKey is the store's key of the verified pair (principal, url):
+// "wv1:" and the hex SHA-256 of both (a fixed size, whatever the URL's).
+func verifiedKey(principal, url string) string {
+	h := sha256.New()
+	for _, p := range []string{"mcpush webhook verified v1", principal, url} {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return "wv1:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// verifyCallback makes sure k's callback wants deliveries: a pass of the
+// handshake by k's principal for k's URL in the last VerifiedTTL stands
+// (no POST); otherwise the URL's host is resolved and must have a
+// globally routable address (an allowed origin is not checked), the
+// principal's and the destination's handshake rates must allow one
+// more, and either the origin's receiver document
+// (webhook.WellKnownReceiverPath) covers the URL or the handshake passes;
+// the pass is then recorded.
+func (s *Server) verifyCallback(ctx context.Context, ws WebhookStore, o *WebhookOptions, k *webhookKey, secret webhook.Secret) error {
+	vk := verifiedKey(k.principal, k.url)
+	switch ok, err := ws.WebhookVerified(ctx, vk); {
+	case err != nil:
+		return err
+	case ok:
+		return nil
+	}
+	if err := o.Sender.Policy().CheckResolved(ctx, k.url); err != nil {
+		if errors.Is(err, webhook.ErrBlockedAddress) || errors.Is(err, webhook.ErrInvalidURL) {
+			return Errorf(CodeInvalidParams, "invalid params: delivery.url: its host has no globally routable address")
+		}
+		s.log.InfoContext(ctx, "webhook callback does not resolve", "subscription", k.id, "err", err)
+		reason := webhook.WireCategory(webhook.CategoryConnectionRefused)
+		return s.eventsError(CodeCallbackEndpointError, "CallbackEndpointError: the callback's host does not resolve ("+reason+")", map[string]string{"reason": reason})
+	}
+	if err := s.allowVerification(ctx, o, k.principal, k.url); err != nil {
+		return err
+	}
+	covered, err := o.Sender.ReceiverDocument(ctx, k.url)
+	if err != nil {
+		s.log.DebugContext(ctx, "no webhook receiver document", "subscription", k.id, "err", err)
+	}
+	if covered {
+		s.log.InfoContext(ctx, "webhook callback verified by its origin's receiver document", "subscription", k.id)
+	} else if out := o.Sender.Verify(ctx, k.url, k.id, []webhook.Secret{secret}); !out.OK() {
+		s.log.InfoContext(ctx, "webhook verification failed", "subscription", k.id, "category", out.Category, "err", out.Err)
+		return s.eventsError(CodeCallbackEndpointError, "CallbackEndpointError: the callback did not pass verification ("+webhook.WireCategory(out.Category)+")", map[string]string{"reason": webhook.WireCategory(out.Category)})
+	}
+	if err := ws.PutWebhookVerified(ctx, vk, s.opts.Now().Add(VerifiedTTL)); err != nil {
+		// The subscription is verified all the same; the next one to
+		// this URL is verified again.
+		s.log.WarnContext(ctx, "recording a webhook verification", "subscription", k.id, "err", err)
+	}
+	return nil
+}
+
+// allowVerification bounds the verification handshakes: VerifyRate a
+// minute started by principal, VerifyDestinationRate a minute POSTed to
+// rawURL's origin, each counted in the store across processes.
+func (s *Server) allowVerification(ctx context.Context, o *WebhookOptions, principal, rawURL string) error {
 	now := s.opts.Now()
 	window := now.Unix() / 60
-	n, err := rc.CountInWindow(ctx, "webhook-verify\x00"+principalTag(principal), window, 1, now.Add(2*time.Minute))
+	n, err := s.store.CountInWindow(ctx, "webhook-verify\x00"+principalTag(principal), window, 1, now.Add(2*time.Minute))
 	if err != nil {
 		return err
 	}
 	if n > int64(o.VerifyRate) {
-		return eventsError(CodeResourceExhausted, fmt.Sprintf("ResourceExhausted: at most %d webhook verifications a minute per principal; try again in a minute", o.VerifyRate), map[string]any{"limit": "verifications", "max": o.VerifyRate})
+		return s.eventsError(CodeResourceExhausted, fmt.Sprintf("ResourceExhausted: at most %d webhook verifications a minute per principal; try again in a minute", o.VerifyRate), map[string]any{"limit": "verifications", "max": o.VerifyRate})
+	}
+	origin, err := webhook.URLOrigin(rawURL)
+	if err != nil {
+		return Errorf(CodeInvalidParams, "invalid params: delivery.url: %v", err)
+	}
+	n, err = s.store.CountInWindow(ctx, "webhook-verify-dest\x00"+origin.String(), window, 1, now.Add(2*time.Minute))
+	if err != nil {
+		return err
+	}
+	if n > int64(o.VerifyDestinationRate) {
+		return s.eventsError(CodeResourceExhausted, fmt.Sprintf("ResourceExhausted: at most %d webhook verifications a minute to one callback origin; try again in a minute", o.VerifyDestinationRate), map[string]any{"limit": "destinationVerifications", "max": o.VerifyDestinationRate})
 	}
 	return nil
 }
@@ -572,7 +680,7 @@ func (s *Server) unsubscribeEvents(ctx context.Context, ss *ServerSession, raw j
 		err = ws.DeleteWebhook(ctx, w)
 	}
 	if errors.Is(err, notify.ErrNotFound) {
-		return nil, eventsError(CodeNotFound, "NotFound: no webhook subscription of "+k.event.Name+" to that URL with those arguments", map[string]string{"kind": "subscription"})
+		return nil, s.eventsError(CodeNotFound, "NotFound: no webhook subscription of "+k.event.Name+" to that URL with those arguments", map[string]string{"kind": "subscription"})
 	}
 	if err != nil {
 		return nil, err

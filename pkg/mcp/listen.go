@@ -102,13 +102,14 @@ func (e *errListenQuota) Error() string {
 }
 
 // refusal is the answer to a stream over the quota: 429 with Retry-After;
-// for an events/stream (events), with the Events extension's
-// ResourceExhausted code and data naming the limit.
-func (e *errListenQuota) refusal(events bool) *refusal {
+// for an events/stream (events set: the server's dialect), with the
+// Events extension's ResourceExhausted code and data naming the limit.
+func (e *errListenQuota) refusal(events EventsErrors) *refusal {
 	r := rateLimited(listenQuotaRetry, e.Error())
-	if events {
+	if events != "" {
 		r.kind = errResourceExhausted
 		r.data, _ = json.Marshal(map[string]any{"limit": "streams", "max": e.limit})
+		r.cause = &Error{Code: events.Code(CodeResourceExhausted), Message: r.msg, Data: r.data}
 	}
 	return r
 }
@@ -554,7 +555,7 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 	l, err := h.srv.openListen(ctx, ss, quotaPrincipal(r, ss.Principal()), m.ID, f, h.listenTTL())
 	var quota *errListenQuota
 	if errors.As(err, &quota) {
-		writeError(w, Era2026, m.ID, quota.refusal(false))
+		writeError(w, Era2026, m.ID, quota.refusal(""))
 		return
 	}
 	if err != nil {

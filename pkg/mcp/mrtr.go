@@ -83,6 +83,15 @@ var namedMethods = map[string]string{
 	"tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
 }
 
+// eventsNamedMethods are the Events extension's methods that name an
+// event type (params.name). Their Mcp-Name header, when present, must be
+// that name (SEP-3415 leaves the header undefined for them and the
+// TypeScript SDK does not send it, so it is not required); this
+// package's client sends it.
+var eventsNamedMethods = map[string]bool{
+	"events/poll": true, "events/stream": true, "events/subscribe": true, "events/unsubscribe": true,
+}
+
 // requestName is what a request acts on: the tool or prompt name, or the
 // resource URI (the Mcp-Name header's value, and what a requestState is
 // bound to).

@@ -66,6 +66,13 @@ type ServerOptions struct {
 	// events/stream streams (test builds' conformance controls; see
 	// EventFaults). Nil in production.
 	EventFaults *EventFaults
+	// EventsErrors is the numbering of the Events extension's error codes
+	// (EventsErrors.Code): EventsErrorsSEP3415 (-32023 to -32027, the
+	// default; also for an empty or unknown value) or EventsErrorsChatGPT
+	// (-32011 to -32015). It applies to every Events error the server
+	// answers: a request's, an events/stream refusal's and a stream's
+	// notifications/events/terminated.
+	EventsErrors EventsErrors
 	// EventsPollInterval is the nextPollMs of an events/poll result that
 	// returned no events (one that did says 1 s). Default: 5 s.
 	EventsPollInterval time.Duration
@@ -217,6 +224,9 @@ func NewServer(impl *Implementation, store Store, opts *ServerOptions) *Server {
 	s.opts.Limits = s.opts.Limits.withDefaults()
 	if s.opts.EventsPollInterval <= 0 {
 		s.opts.EventsPollInterval = 5 * time.Second
+	}
+	if s.opts.EventsErrors != EventsErrorsChatGPT {
+		s.opts.EventsErrors = EventsErrorsSEP3415
 	}
 	if s.opts.StateTTL <= 0 {
 		s.opts.StateTTL = 10 * time.Minute

@@ -121,14 +121,20 @@ func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m 
 		}
 		return nil, refuse(errHeaderMismatch, "Header mismatch: Mcp-Method "+got+" differs from the body's method "+m.Method)
 	}
-	if namedMethods[m.Method] != "" {
+	if namedMethods[m.Method] != "" || eventsNamedMethods[m.Method] {
 		name := requestName(m.Method, m.Params)
 		got, present := r.Header["Mcp-Name"]
 		switch {
+		case !present && eventsNamedMethods[m.Method]:
+			// Optional for the Events methods: checked when sent.
 		case !present:
 			return nil, refuse(errHeaderMismatch, "Header mismatch: "+m.Method+" needs the Mcp-Name header")
 		case len(got) != 1 || decodeHeaderValue(got[0]) != name:
-			return nil, refuse(errHeaderMismatch, "Header mismatch: Mcp-Name differs from the body's "+namedMethods[m.Method]+" "+name)
+			member := namedMethods[m.Method]
+			if member == "" {
+				member = "name"
+			}
+			return nil, refuse(errHeaderMismatch, "Header mismatch: Mcp-Name differs from the body's "+member+" "+clipText(name, 64))
 		}
 	}
 	if m.Method == "tools/call" {

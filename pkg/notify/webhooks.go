@@ -26,6 +26,20 @@ const MaxWebhooksPerPrincipal = 100
 // MaxWebhookPage bounds the records one TopicWebhooks call returns.
 const MaxWebhookPage = 1000
 
+// MaxVerifiedKeyBytes bounds the key of PutWebhookVerified and
+// WebhookVerified (the MCP server's is a fixed-size hash of the principal
+// and the callback URL).
+const MaxVerifiedKeyBytes = 128
+
+// CheckVerifiedKey validates the key of PutWebhookVerified and
+// WebhookVerified the same way for every store.
+func CheckVerifiedKey(key string) error {
+	if key == "" || len(key) > MaxVerifiedKeyBytes {
+		return fmt.Errorf("%w: webhook verification key of %d bytes (want 1 to %d)", ErrInvalid, len(key), MaxVerifiedKeyBytes)
+	}
+	return nil
+}
+
 // WebhookSubscription is the durable record of one webhook subscription.
 type WebhookSubscription struct {
 	Topic     string // the topic whose log it delivers

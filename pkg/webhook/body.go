@@ -75,6 +75,30 @@ func EventBody(eventID, name string, ts time.Time, data json.RawMessage, cursor 
 	return b, nil
 }
 
+// NotFoundCode returns the code of the Events extension's NotFound error
+// in dialect, the value of MCPUSH_EVENTS_ERRORS: -32011 for "chatgpt",
+// else (SEP-3415's numbering, the default) -32023. It is the code of a
+// terminated envelope whose event type is gone (TerminatedBody). This
+// package links nothing of mcpush, so it keeps a copy of what
+// mcp.EventsErrors.Code says, and pkg/mcp's TestWebhookNotFoundCode
+// holds the two equal.
+func NotFoundCode(dialect string) int {
+	if dialect == "chatgpt" {
+		return -32011
+	}
+	return -32023
+}
+
+// ForbiddenCode is NotFoundCode's sibling for Forbidden: -32012 for
+// "chatgpt", else -32024. It is the code of a terminated envelope whose
+// subscriber no longer qualifies for the event type's access rule.
+func ForbiddenCode(dialect string) int {
+	if dialect == "chatgpt" {
+		return -32012
+	}
+	return -32024
+}
+
 // TerminatedBody returns {"type":"terminated","error":{"code","message",
 // "data"}}, sent when a subscription ends; data nil is omitted.
 func TerminatedBody(code int, message string, data any) ([]byte, error) {

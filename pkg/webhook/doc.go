@@ -39,6 +39,14 @@
 // http://127.0.0.1:9000, scheme, host and port matched exactly) are exempt
 // from the https and address checks; nothing else is.
 //
+// # Verification
+//
+// Verify runs the challenge handshake. ReceiverDocument is SEP-3415's
+// other self-serve way: the callback's origin publishes
+// /.well-known/mcp-webhook-receiver.json listing the path prefixes that
+// accept deliveries, fetched with a GET under the same checks as a
+// delivery.
+//
 // # Outcomes
 //
 // Send and Verify return an Outcome: the status, a category for a failure

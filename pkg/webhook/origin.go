@@ -30,6 +30,20 @@ func (o Origin) String() string {
 	return o.Scheme + "://" + net.JoinHostPort(o.Host, o.Port)
 }
 
+// URLOrigin returns the origin of raw, an absolute http or https URL
+// (the destination a rate limit per receiver counts under).
+func URLOrigin(raw string) (Origin, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Origin{}, fmt.Errorf("%w: %v", ErrInvalidURL, err)
+	}
+	o, err := originOf(u)
+	if err != nil {
+		return Origin{}, fmt.Errorf("%w: %v", ErrInvalidURL, err)
+	}
+	return o, nil
+}
+
 // originOf returns the origin of an absolute http or https URL.
 func originOf(u *url.URL) (Origin, error) {
 	scheme := strings.ToLower(u.Scheme)

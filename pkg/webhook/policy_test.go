@@ -146,3 +146,25 @@ func FuzzCheckURL(f *testing.F) {
 		}
 	})
 }
+
+// TestURLOrigin: a URL's origin has its scheme and host in lower case and
+// its port explicit, whatever its path; URLs that are not absolute http
+// or https are ErrInvalidURL.
+func TestURLOrigin(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://Hooks.Example.COM/a/b?c=1": "https://hooks.example.com:443",
+		"https://hooks.example.com:8443/x":  "https://hooks.example.com:8443",
+		"HTTP://127.0.0.1/x":                "http://127.0.0.1:80",
+		"https://[2001:db8::1]/x":           "https://[2001:db8::1]:443",
+	} {
+		o, err := URLOrigin(raw)
+		if err != nil || o.String() != want {
+			t.Errorf("URLOrigin(%q) = %v, %v; want %s", raw, o, err, want)
+		}
+	}
+	for _, raw := range []string{"", "/relative", "ftp://h/x", "https:///nohost", "https://h:99999/x", "%zz"} {
+		if _, err := URLOrigin(raw); !errors.Is(err, ErrInvalidURL) {
+			t.Errorf("URLOrigin(%q) = %v, want ErrInvalidURL", raw, err)
+		}
+	}
+}

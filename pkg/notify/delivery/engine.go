@@ -91,6 +91,10 @@ type Options struct {
 	// MaxBatch bounds the attempts of one subscription task. Default
 	// DefaultMaxBatch.
 	MaxBatch int
+	// EventsErrors is MCPUSH_EVENTS_ERRORS, the numbering of the codes
+	// of the terminated envelopes ("chatgpt" or SEP-3415's, the
+	// default).
+	EventsErrors string
 	// Page is how many subscriptions one fan-out task reads (1 to
 	// notify.MaxWebhookPage, the default).
 	Page   int

@@ -105,6 +105,9 @@ func newRecorder(t *testing.T, before func(r *http.Request) int) *recorder {
 				v = x.N
 			} else {
 				v += d.Control.Type
+				if d.Control.Error != nil {
+					v += fmt.Sprintf("(%d)", d.Control.Error.Code)
+				}
 			}
 			rc.mu.Lock()
 			rc.got[d.SubscriptionID] = append(rc.got[d.SubscriptionID], v)
@@ -340,7 +343,8 @@ func TestRetryTaskEarly(t *testing.T) {
 // TestAccessRevokedWebhook: a registry change that removes a group from
 // an event type's access rule ends, within the pool's next poll, the
 // webhook subscription whose recorded claims only that group admitted:
-// its receiver gets a signed terminated envelope and nothing after it,
+// its receiver gets a signed terminated envelope (Forbidden, -32024) and
+// nothing after it,
 // and the record is gone; a subscriber of a group still admitted keeps
 // getting events.
 func TestAccessRevokedWebhook(t *testing.T) {
@@ -377,7 +381,7 @@ func TestAccessRevokedWebhook(t *testing.T) {
 	setRule("sre") // oncall removed: no event published, the change alone ends the subscription
 	eventually(t, 10*time.Second, "the oncall subscriber told it ended", func() bool {
 		got := rc.events(ids[0])
-		return len(got) == 2 && got[1] == "control:terminated"
+		return len(got) == 2 && got[1] == "control:terminated(-32024)"
 	})
 	if _, err := r.st.(Store).GetWebhook(ctx, "orders", ids[0]); err == nil {
 		t.Error("the oncall subscription is still stored")
@@ -385,8 +389,8 @@ func TestAccessRevokedWebhook(t *testing.T) {
 	publishOne("2")
 	eventually(t, 10*time.Second, "event 2 at the sre subscriber", func() bool { return len(rc.events(ids[1])) == 2 })
 	time.Sleep(300 * time.Millisecond)
-	if got := rc.events(ids[0]); !slices.Equal(got, []string{"1", "control:terminated"}) {
-		t.Errorf("the oncall subscriber got %v, want 1 then terminated and nothing after", got)
+	if got := rc.events(ids[0]); !slices.Equal(got, []string{"1", "control:terminated(-32024)"}) {
+		t.Errorf("the oncall subscriber got %v, want 1 then terminated (Forbidden) and nothing after", got)
 	}
 	if got := rc.events(ids[1]); !slices.Equal(got, []string{"1", "2"}) {
 		t.Errorf("the sre subscriber got %v, want 1, 2", got)

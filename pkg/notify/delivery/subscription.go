@@ -274,6 +274,12 @@ func (cl *claim) openSecrets(ctx context.Context) bool {
 	return true
 }
 
+// Reasons a subscription is ended (ended, terminate).
+const (
+	reasonTypeGone  = "the event type was removed or no longer offers webhook delivery"
+	reasonForbidden = "the subscriber no longer qualifies for the event type's access rule"
+)
+
 // ended says why w may no longer be delivered to under the events
 // registry types ("" when it may): its type removed, moved to another
 // topic or without webhook delivery, or its recorded claims and
@@ -282,9 +288,9 @@ func ended(w *notify.WebhookSubscription, types map[string]*notify.EventItem) st
 	it := types[w.Name]
 	switch {
 	case it == nil || it.Topic != w.Topic || !it.Supports(notify.DeliveryWebhook):
-		return "the event type was removed or no longer offers webhook delivery"
+		return reasonTypeGone
 	case !w.Permitted(it):
-		return "the subscriber no longer qualifies for the event type's access rule"
+		return reasonForbidden
 	}
 	return ""
 }
@@ -503,7 +509,11 @@ func merge(fresh, mine *notify.WebhookSubscription) *notify.WebhookSubscription 
 // effort, and the record deleted.
 func (cl *claim) terminate(ctx context.Context, reason string) {
 	e, w := cl.e, cl.w
-	body, err := webhook.TerminatedBody(-32023, "NotFound", map[string]string{"reason": reason})
+	code, name := webhook.NotFoundCode(e.o.EventsErrors), "NotFound"
+	if reason == reasonForbidden {
+		code, name = webhook.ForbiddenCode(e.o.EventsErrors), "Forbidden"
+	}
+	body, err := webhook.TerminatedBody(code, name, map[string]string{"reason": reason})
 	if err == nil && cl.secrets != nil {
 		out := e.o.Sender.Send(ctx, webhook.Message{ID: webhook.ControlID(webhook.ControlTerminated), SubscriptionID: w.ID, URL: w.URL, Body: body, Secrets: cl.secrets})
 		cl.log.InfoContext(ctx, "webhook subscription terminated", "reason", reason, "envelopeStatus", out.Status, "category", out.Category)

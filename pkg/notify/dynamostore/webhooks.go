@@ -117,6 +117,24 @@ func (s *Store) CreateWebhook(ctx context.Context, w *notify.WebhookSubscription
 	return nil
 }
 
+// CountWebhooks returns the number of principal's live webhook
+// subscriptions, at most limit (the bound CreateWebhook enforces, read
+// without a write): one Query of the principal's index partition (with
+// Select COUNT), and, when that reaches limit, the subscriptions
+// themselves, as CreateWebhook counts.
+func (s *Store) CountWebhooks(ctx context.Context, principal string, limit int) (_ int, err error) {
+	defer wrap(&err, "dynamostore: CountWebhooks")
+	if principal == "" || limit < 1 {
+		return 0, notify.ErrInvalid
+	}
+	now := toNanos(s.now())
+	n, err := s.countWebhooks(ctx, principal, now, limit)
+	if err != nil || n < limit {
+		return n, err
+	}
+	return s.countLiveWebhooks(ctx, principal, now, limit)
+}
+
 // countWebhooks counts principal's live index items, no further than
 // limit.
 func (s *Store) countWebhooks(ctx context.Context, principal string, now int64, limit int) (int, error) {
@@ -328,4 +346,33 @@ func (s *Store) countLiveWebhooks(ctx context.Context, principal string, now int
 		s.batchDelete(ctx, stale) // best effort: a later count retries
 	}
 	return min(n, limit), nil
+}
+
+// webhookVerifiedPK is the partition of a verified callback's item.
+func webhookVerifiedPK(key string) string { return "WV#" + part(key) }
+
+// PutWebhookVerified records that the callback of key (opaque to the
+// store) passed verification, until until (a later call replaces it):
+// one PutItem, which DynamoDB's TTL removes after until.
+func (s *Store) PutWebhookVerified(ctx context.Context, k string, until time.Time) (err error) {
+	defer wrap(&err, "dynamostore: PutWebhookVerified")
+	if err := notify.CheckVerifiedKey(k); err != nil {
+		return err
+	}
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: s.table, Item: setExpiry(key(webhookVerifiedPK(k), "v"), until)})
+	return err
+}
+
+// WebhookVerified reports whether key's verification is recorded and
+// has not expired: one strongly consistent GetItem.
+func (s *Store) WebhookVerified(ctx context.Context, k string) (_ bool, err error) {
+	defer wrap(&err, "dynamostore: WebhookVerified")
+	if err := notify.CheckVerifiedKey(k); err != nil {
+		return false, err
+	}
+	res, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{TableName: s.table, Key: key(webhookVerifiedPK(k), "v"), ConsistentRead: consistent})
+	if err != nil {
+		return false, err
+	}
+	return live(res.Item, toNanos(s.now())), nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // pruneTables are the tables whose rows expire on their own.
-var pruneTables = []string{"events", "idempotency", "messages", "topic_events", "registry_messages", "rate_counters", "tasks", "changes", "webhook_subs"}
+var pruneTables = []string{"events", "idempotency", "messages", "topic_events", "registry_messages", "rate_counters", "tasks", "changes", "webhook_subs", "webhook_verified"}
 
 // maybePrune deletes some expired rows, at most once per pruneInterval per
 // Store (sooner while a prune finds a full batch). It is best effort: its

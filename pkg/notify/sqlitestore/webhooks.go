@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"math"
+	"time"
 
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// webhookSchema holds webhook subscriptions (notify.WebhookSubscription).
+// webhookSchema holds webhook subscriptions (notify.WebhookSubscription),
+// and the verified callbacks (webhook_verified: PutWebhookVerified).
 // It is created on a store's first webhook operation (so that files made
 // before it get it too, without a schema version change). A record
 // without expiry has expires_at MaxInt64. TopicWebhooks reads the primary
@@ -27,6 +29,10 @@ CREATE TABLE IF NOT EXISTS webhook_subs (
 );
 CREATE INDEX IF NOT EXISTS webhook_subs_principal ON webhook_subs (principal, expires_at);
 CREATE INDEX IF NOT EXISTS webhook_subs_expires_at ON webhook_subs (expires_at);
+CREATE TABLE IF NOT EXISTS webhook_verified (
+	key        TEXT PRIMARY KEY,
+	expires_at INTEGER NOT NULL
+);
 `
 
 func (s *Store) webhooks(ctx context.Context) error {
@@ -82,6 +88,24 @@ func (s *Store) CreateWebhook(ctx context.Context, w *notify.WebhookSubscription
 		w.Version = 1
 		return nil
 	})
+}
+
+// CountWebhooks returns the number of principal's live webhook
+// subscriptions, at most limit (the bound CreateWebhook enforces, read
+// without a write).
+func (s *Store) CountWebhooks(ctx context.Context, principal string, limit int) (_ int, err error) {
+	defer wrap(&err, "sqlitestore: CountWebhooks")
+	if principal == "" || limit < 1 {
+		return 0, notify.ErrInvalid
+	}
+	if err := s.webhooks(ctx); err != nil {
+		return 0, err
+	}
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM webhook_subs WHERE principal = ?1 AND expires_at > ?2`, principal, toNanos(s.now())).Scan(&n); err != nil {
+		return 0, err
+	}
+	return min(n, limit), nil
 }
 
 // GetWebhook returns the live webhook subscription (topic, id):
@@ -200,4 +224,38 @@ func (s *Store) TopicWebhooks(ctx context.Context, topic, after string, limit in
 		out = append(out, w)
 	}
 	return out, "", rows.Err()
+}
+
+// PutWebhookVerified records that the callback of key (opaque to the
+// store) passed verification, until until (a later call replaces it).
+func (s *Store) PutWebhookVerified(ctx context.Context, key string, until time.Time) (err error) {
+	defer wrap(&err, "sqlitestore: PutWebhookVerified")
+	if err := notify.CheckVerifiedKey(key); err != nil {
+		return err
+	}
+	if err := s.webhooks(ctx); err != nil {
+		return err
+	}
+	return s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO webhook_verified (key, expires_at) VALUES (?1, ?2)`, key, toNanos(until))
+		return err
+	})
+}
+
+// WebhookVerified reports whether key's verification is recorded and
+// has not expired.
+func (s *Store) WebhookVerified(ctx context.Context, key string) (_ bool, err error) {
+	defer wrap(&err, "sqlitestore: WebhookVerified")
+	if err := notify.CheckVerifiedKey(key); err != nil {
+		return false, err
+	}
+	if err := s.webhooks(ctx); err != nil {
+		return false, err
+	}
+	var one int
+	err = s.r.QueryRowContext(ctx, `SELECT 1 FROM webhook_verified WHERE key = ?1 AND expires_at > ?2`, key, toNanos(s.now())).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -101,6 +101,7 @@ func Run(t *testing.T, open Opener, newDSN func(t *testing.T) string) {
 		{"PrincipalProfiles", testPrincipalProfiles},
 		{"Tasks", testTasks},
 		{"Webhooks", testWebhooks},
+		{"WebhookVerified", testWebhookVerified},
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentConditions", testConcurrentConditions},
 		{"ConcurrentTopics", testConcurrentTopics},

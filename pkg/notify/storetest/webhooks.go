@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,9 @@ import (
 // consumers (the MCP server, the ingest) declare.
 type WebhookStore interface {
 	CreateWebhook(ctx context.Context, w *notify.WebhookSubscription, max int) error
+	CountWebhooks(ctx context.Context, principal string, limit int) (int, error)
+	PutWebhookVerified(ctx context.Context, key string, until time.Time) error
+	WebhookVerified(ctx context.Context, key string) (bool, error)
 	GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error)
 	UpdateWebhook(ctx context.Context, w *notify.WebhookSubscription) error
 	DeleteWebhook(ctx context.Context, w *notify.WebhookSubscription) error
@@ -97,6 +101,25 @@ func testWebhooks(t *testing.T, s *suite) {
 	if err := other.CreateWebhook(ctx, sub("alice", "orders", "sub_a4", 0), 3); !errors.Is(err, notify.ErrLimit) {
 		t.Errorf("a fourth CreateWebhook with max 3 = %v, want ErrLimit", err)
 	}
+	// CountWebhooks reads the same bound without a write, no further
+	// than its limit.
+	for _, tc := range []struct {
+		principal string
+		limit     int
+		want      int
+	}{{"alice", 3, 3}, {"alice", 10, 3}, {"alice", 2, 2}, {"nobody", 3, 0}} {
+		if n, err := other.CountWebhooks(ctx, tc.principal, tc.limit); err != nil || n != tc.want {
+			t.Errorf("CountWebhooks(%s, %d) = %d, %v; want %d", tc.principal, tc.limit, n, err, tc.want)
+		}
+	}
+	for _, bad := range []struct {
+		principal string
+		limit     int
+	}{{"", 3}, {"alice", 0}} {
+		if _, err := other.CountWebhooks(ctx, bad.principal, bad.limit); !errors.Is(err, notify.ErrInvalid) {
+			t.Errorf("CountWebhooks(%q, %d) = %v, want ErrInvalid", bad.principal, bad.limit, err)
+		}
+	}
 	if _, err := ws.GetWebhook(ctx, "orders", "sub_a4"); !errors.Is(err, notify.ErrNotFound) {
 		t.Errorf("the refused subscription: %v, want ErrNotFound", err)
 	}
@@ -111,6 +134,9 @@ func testWebhooks(t *testing.T, s *suite) {
 	}
 	if _, err := other.GetWebhook(ctx, "invoices", "sub_a3"); !errors.Is(err, notify.ErrNotFound) {
 		t.Errorf("GetWebhook after DeleteWebhook = %v, want ErrNotFound", err)
+	}
+	if n, err := other.CountWebhooks(ctx, "alice", 3); err != nil || n != 2 {
+		t.Errorf("CountWebhooks after a delete = %d, %v; want 2", n, err)
 	}
 	if err := other.CreateWebhook(ctx, sub("alice", "orders", "sub_a4", 0), 3); err != nil {
 		t.Errorf("CreateWebhook after a delete freed a place = %v", err)
@@ -185,5 +211,57 @@ func testWebhooks(t *testing.T, s *suite) {
 	}
 	if _, _, err := ws.TopicWebhooks(ctx, "orders", "", notify.MaxWebhookPage+1); !errors.Is(err, notify.ErrInvalid) {
 		t.Errorf("TopicWebhooks over the page bound = %v, want ErrInvalid", err)
+	}
+}
+
+// testWebhookVerified checks the verified-callback records: one put is
+// seen by another Store on the same database until it expires, a later
+// put replaces it (an expired record is renewed), keys are independent,
+// and empty or oversized keys are refused.
+func testWebhookVerified(t *testing.T, s *suite) {
+	_, ws, other := storesAs(t, s)
+	ctx := t.Context()
+	verified := func(st WebhookStore, key string) bool {
+		t.Helper()
+		ok, err := st.WebhookVerified(ctx, key)
+		if err != nil {
+			t.Fatalf("WebhookVerified(%q): %v", key, err)
+		}
+		return ok
+	}
+	if verified(other, "wv1:a") {
+		t.Error("a key never put is verified")
+	}
+	if err := ws.PutWebhookVerified(ctx, "wv1:a", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if !verified(other, "wv1:a") || verified(other, "wv1:b") {
+		t.Errorf("after a put of wv1:a: a %v, b %v; want true, false", verified(other, "wv1:a"), verified(other, "wv1:b"))
+	}
+	if err := ws.PutWebhookVerified(ctx, "wv1:b", time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if verified(other, "wv1:b") {
+		t.Error("a record put with an expiry in the past is verified")
+	}
+	if err := other.PutWebhookVerified(ctx, "wv1:b", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if !verified(ws, "wv1:b") {
+		t.Error("an expired record put again is not verified")
+	}
+	if err := ws.PutWebhookVerified(ctx, "wv1:a", time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if verified(other, "wv1:a") {
+		t.Error("a record replaced by an expired one is still verified")
+	}
+	for _, bad := range []string{"", strings.Repeat("k", notify.MaxVerifiedKeyBytes+1)} {
+		if err := ws.PutWebhookVerified(ctx, bad, time.Now().Add(time.Hour)); !errors.Is(err, notify.ErrInvalid) {
+			t.Errorf("PutWebhookVerified of a %d-byte key = %v, want ErrInvalid", len(bad), err)
+		}
+		if _, err := ws.WebhookVerified(ctx, bad); !errors.Is(err, notify.ErrInvalid) {
+			t.Errorf("WebhookVerified of a %d-byte key = %v, want ErrInvalid", len(bad), err)
+		}
 	}
 }
