@@ -415,7 +415,7 @@ func (s *Server) createWebhook(ctx context.Context, ws WebhookStore, o *WebhookO
 	if err := s.allowVerification(ctx, o, k.principal); err != nil {
 		return nil, err
 	}
-	if out := o.Sender.Verify(ctx, k.url, k.id, []webhook.Secret{secret}); !out.OK() {
+	if out := countVerification(ctx, o.Sender.Verify(ctx, k.url, k.id, []webhook.Secret{secret})); !out.OK() {
 		s.log.InfoContext(ctx, "webhook verification failed", "subscription", k.id, "category", out.Category, "err", out.Err)
 		return nil, eventsError(CodeCallbackEndpointError, "CallbackEndpointError: the callback did not pass verification ("+webhook.WireCategory(out.Category)+")", map[string]string{"reason": webhook.WireCategory(out.Category)})
 	}
