@@ -201,7 +201,9 @@ func flatten(rm *metricdata.ResourceMetrics) []series {
 
 // key names a series (and, with a suffix, one of its buckets) in
 // exporter.last.
-func (s *series) key() string { return s.def.name + "{" + s.attrs.Encoded(attribute.DefaultEncoder()) + "}" }
+func (s *series) key() string {
+	return s.def.name + "{" + s.attrs.Encoded(attribute.DefaultEncoder()) + "}"
+}
 
 // EMF limits (CloudWatch's Embedded Metric Format specification): at most
 // 100 metrics in a directive, 30 dimensions in a dimension set, 100
