@@ -72,8 +72,10 @@ func TestLambdaMetricsEMF(t *testing.T) {
 				}
 				for _, d := range docs {
 					for _, dir := range d.Directives() {
-						if len(dir.Dimensions) != 1 || len(dir.Dimensions[0]) == 0 || dir.Dimensions[0][0] != "Function" {
-							t.Errorf("%s: dimension sets %v, want one starting with Function", name, dir.Dimensions)
+						for _, set := range dir.Dimensions {
+							if len(set) == 0 || set[0] != "Function" {
+								t.Errorf("%s: dimension sets %v, want each to start with Function", name, dir.Dimensions)
+							}
 						}
 					}
 				}

@@ -250,7 +250,7 @@ func emfLines(rm *metricdata.ResourceMetrics, last map[string]float64, o Options
 			} else if seen && v == prev {
 				continue
 			}
-			ak := s.attrs.Encoded(attribute.DefaultEncoder())
+			ak := s.attrs.Encoded(attribute.DefaultEncoder()) + "|" + strings.Join(s.def.rollup, ",")
 			g := byAttrs[ak]
 			if g == nil || len(g.defs) == emfMaxMetrics {
 				g = &group{attrs: s.attrs, values: map[string]float64{}}
@@ -281,7 +281,8 @@ func emfLines(rm *metricdata.ResourceMetrics, last map[string]float64, o Options
 
 // emfDoc is the EMF document of metrics ds with values vals, and the
 // dimensions Function and attrs (each key capitalised: outcome becomes
-// Outcome).
+// Outcome): one dimension set of them all, and one of Function and the
+// metrics' rollup keys when they have one.
 func emfDoc(o Options, ts int64, attrs attribute.Set, ds []def, vals map[string]any) emfLine {
 	dims := []string{"Function"}
 	doc := emfLine{"Function": o.Function}
@@ -291,6 +292,16 @@ func emfDoc(o Options, ts int64, attrs attribute.Set, ds []def, vals map[string]
 			dims = append(dims, name)
 		}
 		doc[name] = kv.Value.Emit()
+	}
+	sets := [][]string{dims}
+	if len(ds) > 0 && len(ds[0].rollup) > 0 {
+		// Every metric of a line shares its rollup (emfLines groups them
+		// so).
+		rollup := []string{"Function"}
+		for _, k := range ds[0].rollup {
+			rollup = append(rollup, dimensionName(k))
+		}
+		sets = append(sets, rollup)
 	}
 	ms := make([]map[string]string, 0, len(ds))
 	for _, d := range ds {
@@ -303,7 +314,7 @@ func emfDoc(o Options, ts int64, attrs attribute.Set, ds []def, vals map[string]
 		"Timestamp": ts,
 		"CloudWatchMetrics": []map[string]any{{
 			"Namespace":  o.Namespace,
-			"Dimensions": [][]string{dims},
+			"Dimensions": sets,
 			"Metrics":    ms,
 		}},
 	}
@@ -398,10 +409,10 @@ func promText(ss []series) string {
 	for _, n := range names {
 		d := defs[n]
 		typ := "counter"
-		switch {
-		case d == defFanOut || d == defDeliveryLatency:
+		switch n {
+		case defFanOut.name, defDeliveryLatency.name:
 			typ = "histogram"
-		case d == defHeldStreams || d == defWebhookSubs || d == defQueueDepth || d == defQueueAge:
+		case defHeldStreams.name, defWebhookSubs.name, defQueueDepth.name, defQueueAge.name:
 			typ = "gauge"
 		}
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", n, escapeHelp(d.help), n, typ)

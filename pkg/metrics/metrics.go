@@ -37,24 +37,29 @@ type def struct {
 	emf  string // the CloudWatch metric name
 	unit string // the CloudWatch unit: Count or Seconds
 	help string
+	// rollup, if set, are the attribute keys of a second EMF dimension
+	// set (beside Function): CloudWatch then also aggregates the metric
+	// over the other keys, which an alarm needs to divide by a total
+	// (Deliveries by Mode alone: the failure rate).
+	rollup []string
 }
 
 // The metric set. docs/operations.md describes each one; TestMetricDocs
 // checks that it names every one of them.
 var (
-	defEventsIngested      = def{"mcpush_events_ingested_total", "EventsIngested", "Count", "SNS records ingested, by outcome (accepted, duplicate, rejected, failed)."}
-	defFanOut              = def{"mcpush_fanout_sessions", "FanOutSessions", "Count", "Sessions one ingested event was appended to (its fan-out)."}
-	defDeliveries          = def{"mcpush_deliveries_total", "Deliveries", "Count", "Event deliveries, by mode (stream, poll, webhook) and outcome (ok or a failure category)."}
-	defDeliveryLatency     = def{"mcpush_delivery_latency_seconds", "DeliveryLatency", "Seconds", "Time from an event's ingest to its delivery, by mode."}
-	defHeldStreams         = def{"mcpush_held_streams", "HeldStreams", "Count", "SSE streams this process holds open now, by kind (get, resume, listen)."}
-	defHeldStreamsOpened   = def{"mcpush_held_streams_opened_total", "HeldStreamsOpened", "Count", "SSE streams this process opened, by kind (get, resume, listen)."}
-	defWebhookSubs         = def{"mcpush_webhook_subscriptions", "WebhookSubscriptions", "Count", "Webhook subscriptions, by status (active, suspended), as last counted."}
-	defWebhookVerification = def{"mcpush_webhook_verifications_total", "WebhookVerifications", "Count", "Webhook endpoint verifications (events/subscribe), by outcome (ok or a failure category)."}
-	defRefusals            = def{"mcpush_refusals_total", "Refusals", "Count", "Requests the transport refused, by HTTP status (401 and 403: authorization refusals)."}
-	defStoreRequests       = def{"mcpush_store_requests_total", "StoreRequests", "Count", "Store requests (one per store method call), by access (read, write)."}
-	defStoreThrottles      = def{"mcpush_store_throttles_total", "StoreThrottles", "Count", "Store requests that failed as unavailable (throttled, busy, unreachable) after the store's retries, by access."}
-	defQueueDepth          = def{"mcpush_queue_depth", "QueueDepth", "Count", "Messages waiting in a queue, by queue, as last seen."}
-	defQueueAge            = def{"mcpush_queue_age_seconds", "QueueAge", "Seconds", "Age of the oldest message of a queue, by queue, as last seen."}
+	defEventsIngested      = def{"mcpush_events_ingested_total", "EventsIngested", "Count", "SNS records ingested, by outcome (accepted, duplicate, rejected, failed).", nil}
+	defFanOut              = def{"mcpush_fanout_sessions", "FanOutSessions", "Count", "Sessions one ingested event was appended to (its fan-out).", nil}
+	defDeliveries          = def{"mcpush_deliveries_total", "Deliveries", "Count", "Event deliveries, by mode (stream, poll, webhook) and outcome (ok or a failure category).", []string{"mode"}}
+	defDeliveryLatency     = def{"mcpush_delivery_latency_seconds", "DeliveryLatency", "Seconds", "Time from an event's ingest to its delivery, by mode.", nil}
+	defHeldStreams         = def{"mcpush_held_streams", "HeldStreams", "Count", "SSE streams this process holds open now, by kind (get, resume, listen).", nil}
+	defHeldStreamsOpened   = def{"mcpush_held_streams_opened_total", "HeldStreamsOpened", "Count", "SSE streams this process opened, by kind (get, resume, listen).", nil}
+	defWebhookSubs         = def{"mcpush_webhook_subscriptions", "WebhookSubscriptions", "Count", "Webhook subscriptions, by status (active, suspended), as last counted.", nil}
+	defWebhookVerification = def{"mcpush_webhook_verifications_total", "WebhookVerifications", "Count", "Webhook endpoint verifications (events/subscribe), by outcome (ok or a failure category).", nil}
+	defRefusals            = def{"mcpush_refusals_total", "Refusals", "Count", "Requests the transport refused, by HTTP status (401 and 403: authorization refusals).", nil}
+	defStoreRequests       = def{"mcpush_store_requests_total", "StoreRequests", "Count", "Store requests (one per store method call), by access (read, write).", nil}
+	defStoreThrottles      = def{"mcpush_store_throttles_total", "StoreThrottles", "Count", "Store requests that failed as unavailable (throttled, busy, unreachable) after the store's retries, by access.", nil}
+	defQueueDepth          = def{"mcpush_queue_depth", "QueueDepth", "Count", "Messages waiting in a queue, by queue, as last seen.", nil}
+	defQueueAge            = def{"mcpush_queue_age_seconds", "QueueAge", "Seconds", "Age of the oldest message of a queue, by queue, as last seen.", nil}
 )
 
 // defs are every metric, by instrument name.

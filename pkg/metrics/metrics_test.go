@@ -128,6 +128,17 @@ func TestFlushEMF(t *testing.T) {
 		}
 	}
 
+	// Deliveries also roll up by Mode alone (the failure rate's total).
+	var rolled []float64
+	for _, p := range ps {
+		if p.Name == "Deliveries" && len(p.Dimensions) == 2 && p.Dimensions["Mode"] == "webhook" {
+			rolled = append(rolled, p.Values...)
+		}
+	}
+	if len(rolled) != 3 || rolled[0]+rolled[1]+rolled[2] != 3 {
+		t.Errorf("Deliveries by Function and Mode: %v, want 3 ones", rolled)
+	}
+
 	// Only what changed: the held stream closes, one more refusal.
 	out.Reset()
 	closed()
