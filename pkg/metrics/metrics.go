@@ -22,7 +22,9 @@ package metrics
 
 import (
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -37,6 +39,9 @@ type def struct {
 	emf  string // the CloudWatch metric name
 	unit string // the CloudWatch unit: Count or Seconds
 	help string
+	// keys are the metric's attribute keys (its labels; capitalised, its
+	// EMF dimensions beside Function).
+	keys []string
 	// rollup, if set, are the attribute keys of a second EMF dimension
 	// set (beside Function): CloudWatch then also aggregates the metric
 	// over the other keys, which an alarm needs to divide by a total
@@ -47,20 +52,53 @@ type def struct {
 // The metric set. docs/operations.md describes each one; TestMetricDocs
 // checks that it names every one of them.
 var (
-	defEventsIngested      = def{"mcpush_events_ingested_total", "EventsIngested", "Count", "SNS records ingested, by outcome (accepted, duplicate, rejected, failed).", nil}
-	defFanOut              = def{"mcpush_fanout_sessions", "FanOutSessions", "Count", "Sessions one ingested event was appended to (its fan-out).", nil}
-	defDeliveries          = def{"mcpush_deliveries_total", "Deliveries", "Count", "Event deliveries, by mode (stream, poll, webhook) and outcome (ok or a failure category).", []string{"mode"}}
-	defDeliveryLatency     = def{"mcpush_delivery_latency_seconds", "DeliveryLatency", "Seconds", "Time from an event's ingest to its delivery, by mode.", nil}
-	defHeldStreams         = def{"mcpush_held_streams", "HeldStreams", "Count", "SSE streams this process holds open now, by kind (get, resume, listen).", nil}
-	defHeldStreamsOpened   = def{"mcpush_held_streams_opened_total", "HeldStreamsOpened", "Count", "SSE streams this process opened, by kind (get, resume, listen).", nil}
-	defWebhookSubs         = def{"mcpush_webhook_subscriptions", "WebhookSubscriptions", "Count", "Webhook subscriptions, by status (active, suspended), as last counted.", nil}
-	defWebhookVerification = def{"mcpush_webhook_verifications_total", "WebhookVerifications", "Count", "Webhook endpoint verifications (events/subscribe), by outcome (ok or a failure category).", nil}
-	defRefusals            = def{"mcpush_refusals_total", "Refusals", "Count", "Requests the transport refused, by HTTP status (401 and 403: authorization refusals).", nil}
-	defStoreRequests       = def{"mcpush_store_requests_total", "StoreRequests", "Count", "Store requests (one per store method call), by access (read, write).", nil}
-	defStoreThrottles      = def{"mcpush_store_throttles_total", "StoreThrottles", "Count", "Store requests that failed as unavailable (throttled, busy, unreachable) after the store's retries, by access.", nil}
-	defQueueDepth          = def{"mcpush_queue_depth", "QueueDepth", "Count", "Messages waiting in a queue, by queue, as last seen.", nil}
-	defQueueAge            = def{"mcpush_queue_age_seconds", "QueueAge", "Seconds", "Age of the oldest message of a queue, by queue, as last seen.", nil}
+	defEventsIngested      = def{"mcpush_events_ingested_total", "EventsIngested", "Count", "SNS records ingested, by outcome (accepted, duplicate, rejected, failed).", []string{"outcome"}, nil}
+	defFanOut              = def{"mcpush_fanout_sessions", "FanOutSessions", "Count", "Sessions one ingested event was appended to (its fan-out).", nil, nil}
+	defDeliveries          = def{"mcpush_deliveries_total", "Deliveries", "Count", "Event deliveries, by mode (stream, poll, webhook) and outcome (ok or a failure category).", []string{"mode", "outcome"}, []string{"mode"}}
+	defDeliveryLatency     = def{"mcpush_delivery_latency_seconds", "DeliveryLatency", "Seconds", "Time from an event's ingest to its delivery, by mode.", []string{"mode"}, nil}
+	defHeldStreams         = def{"mcpush_held_streams", "HeldStreams", "Count", "SSE streams this process holds open now, by kind (get, resume, listen).", []string{"kind"}, nil}
+	defHeldStreamsOpened   = def{"mcpush_held_streams_opened_total", "HeldStreamsOpened", "Count", "SSE streams this process opened, by kind (get, resume, listen).", []string{"kind"}, nil}
+	defWebhookSubs         = def{"mcpush_webhook_subscriptions", "WebhookSubscriptions", "Count", "Webhook subscriptions, by status (active, suspended), as last counted.", []string{"status"}, nil}
+	defWebhookVerification = def{"mcpush_webhook_verifications_total", "WebhookVerifications", "Count", "Webhook endpoint verifications (events/subscribe), by outcome (ok or a failure category).", []string{"outcome"}, nil}
+	defRefusals            = def{"mcpush_refusals_total", "Refusals", "Count", "Requests the transport refused, by HTTP status (401 and 403: authorization refusals).", []string{"status"}, nil}
+	defStoreRequests       = def{"mcpush_store_requests_total", "StoreRequests", "Count", "Store requests (one per store method call), by access (read, write).", []string{"access"}, nil}
+	defStoreThrottles      = def{"mcpush_store_throttles_total", "StoreThrottles", "Count", "Store requests that failed as unavailable (throttled, busy, unreachable) after the store's retries, by access.", []string{"access"}, nil}
+	defQueueDepth          = def{"mcpush_queue_depth", "QueueDepth", "Count", "Messages waiting in a queue, by queue, as last seen.", []string{"queue"}, nil}
+	defQueueAge            = def{"mcpush_queue_age_seconds", "QueueAge", "Seconds", "Age of the oldest message of a queue, by queue, as last seen.", []string{"queue"}, nil}
 )
+
+// Info describes a metric of the set: its names, unit and dimensions.
+type Info struct {
+	Name       string   // its CloudWatch name (EMF), e.g. EventsIngested
+	Prometheus string   // its Prometheus name, e.g. mcpush_events_ingested_total
+	Unit       string   // its CloudWatch unit: Count or Seconds
+	Help       string   // what it counts
+	Dimensions []string // its EMF dimensions: Function, then its own
+	// Rollup, if set, is a second EMF dimension set of the metric:
+	// Function and fewer of its own (Deliveries by Mode).
+	Rollup []string
+}
+
+// Set returns the metric set, sorted by Name: what docs/operations.md
+// lists and template.yaml's alarms and dashboard may name.
+func Set() []Info {
+	var out []Info
+	for _, d := range defs {
+		i := Info{Name: d.emf, Prometheus: d.name, Unit: d.unit, Help: d.help, Dimensions: []string{"Function"}}
+		for _, k := range d.keys {
+			i.Dimensions = append(i.Dimensions, dimensionName(k))
+		}
+		if d.rollup != nil {
+			i.Rollup = []string{"Function"}
+			for _, k := range d.rollup {
+				i.Rollup = append(i.Rollup, dimensionName(k))
+			}
+		}
+		out = append(out, i)
+	}
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
 
 // defs are every metric, by instrument name.
 var defs = map[string]def{}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,6 +127,25 @@ func TestFlushEMF(t *testing.T) {
 				t.Errorf("%s: unit %q, want %q", c.name, p.Unit, c.unit)
 			}
 		}
+	}
+
+	// Each point has the dimensions Set says, or its rollup.
+	info := map[string]Info{}
+	for _, i := range Set() {
+		info[i.Name] = i
+	}
+	for _, p := range ps {
+		var got []string
+		for k := range p.Dimensions {
+			got = append(got, k)
+		}
+		i := info[p.Name]
+		if !sameSet(got, i.Dimensions) && !sameSet(got, i.Rollup) {
+			t.Errorf("%s: dimensions %v, Set says %v (rollup %v)", p.Name, got, i.Dimensions, i.Rollup)
+		}
+	}
+	if len(info) != 13 {
+		t.Errorf("Set: %d metrics", len(info))
 	}
 
 	// Deliveries also roll up by Mode alone (the failure rate's total).
@@ -309,4 +329,16 @@ func TestOutcomes(t *testing.T) {
 			t.Errorf("outcome(%q) = %q, want %q", c, got, want)
 		}
 	}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
