@@ -6,7 +6,9 @@
 // Wrap counts into a Counter in memory (the cost tests read it); Record
 // also writes the counts of a process to a stats file, so that a test
 // can add up the store requests of many processes (the mains do it when
-// MCPUSH_STORE_STATS is set).
+// MCPUSH_STORE_STATS is set). Every request also counts in the process's
+// metrics (package metrics: StoreRequests and StoreThrottles), which is
+// why Open always wraps the store.
 package storecount
 
 import (

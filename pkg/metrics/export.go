@@ -291,7 +291,7 @@ func emfDoc(o Options, ts int64, attrs attribute.Set, ds []def, vals map[string]
 		if len(dims) < emfMaxDimensions {
 			dims = append(dims, name)
 		}
-		doc[name] = kv.Value.Emit()
+		doc[name] = kv.Value.AsString()
 	}
 	sets := [][]string{dims}
 	if len(ds) > 0 && len(ds[0].rollup) > 0 {
@@ -445,7 +445,7 @@ func promText(ss []series) string {
 func labels(attrs attribute.Set, le string) string {
 	var parts []string
 	for _, kv := range attrs.ToSlice() {
-		parts = append(parts, string(kv.Key)+`="`+escapeLabel(kv.Value.Emit())+`"`)
+		parts = append(parts, string(kv.Key)+`="`+escapeLabel(kv.Value.AsString())+`"`)
 	}
 	if le != "" {
 		parts = append(parts, `le="`+le+`"`)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"math"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mcpush/mcpush/internal/emfcheck"
+	"github.com/mcpush/mcpush/internal/testenv"
 	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/webhook"
 )
@@ -341,4 +344,18 @@ func sameSet(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// TestMetricDocs: docs/operations.md lists every metric of the set by its
+// CloudWatch and Prometheus names, with its unit.
+func TestMetricDocs(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range Set() {
+		if row := "| `" + i.Name + "` (" + i.Unit + ") | `" + i.Prometheus + "`"; !strings.Contains(string(b), row) {
+			t.Errorf("docs/operations.md has no row starting %q", row)
+		}
+	}
 }
