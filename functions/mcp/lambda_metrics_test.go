@@ -42,18 +42,22 @@ func TestLambdaMetricsEMF(t *testing.T) {
 				if hr.StatusCode != wantStatus {
 					t.Fatalf("%s: %d %s", name, hr.StatusCode, hr.Body)
 				}
-				// The lines were written before the response ended; the
-				// pipe from the process may lag a little behind.
+				// The lines were written (in one write) before the response
+				// ended; the pipe from the process may lag a little behind:
+				// wait for them, then for the output to stay still.
 				var docs []emfcheck.Doc
-				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-					all, err := emfcheck.Lines(f.Out.String())
+				last := ""
+				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+					out := f.Out.String()
+					all, err := emfcheck.Lines(out)
 					if err != nil {
 						t.Fatalf("%s: %v", name, err)
 					}
-					if docs = all[seen:]; len(docs) > 0 || time.Now().After(deadline) {
+					if docs = all[seen:]; (len(docs) > 0 && out == last) || time.Now().After(deadline) {
 						seen = len(all)
 						break
 					}
+					last = out
 				}
 				if len(docs) == 0 {
 					t.Fatalf("%s: no EMF line printed", name)

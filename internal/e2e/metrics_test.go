@@ -67,7 +67,9 @@ func TestMetricsScrape(t *testing.T) {
 	c := e.connect(t, "metrics")
 	c.subscribe("orders")
 	s := c.openStream()
-	if m := scrapeMetrics(t, base); m[`mcpush_held_streams{kind="get"}`] != 1 || m[`mcpush_held_streams_opened_total{kind="get"}`] != 1 {
+	// The stream counts itself held once its loop runs, just after its
+	// first bytes reached the client.
+	if m := waitMetric(t, base, `mcpush_held_streams{kind="get"}`, 1); m[`mcpush_held_streams{kind="get"}`] != 1 || m[`mcpush_held_streams_opened_total{kind="get"}`] != 1 {
 		t.Errorf("with a GET stream open: held %v, opened %v; want 1, 1",
 			m[`mcpush_held_streams{kind="get"}`], m[`mcpush_held_streams_opened_total{kind="get"}`])
 	}
@@ -105,12 +107,7 @@ func TestMetricsScrape(t *testing.T) {
 	}
 
 	s.close()
-	var m map[string]float64
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if m = scrapeMetrics(t, base); m[`mcpush_held_streams{kind="get"}`] == 0 || time.Now().After(deadline) {
-			break
-		}
-	}
+	m := waitMetric(t, base, `mcpush_held_streams{kind="get"}`, 0)
 	for k, want := range map[string]float64{
 		`mcpush_held_streams{kind="get"}`:              0,
 		`mcpush_held_streams_opened_total{kind="get"}`: 1,
@@ -133,5 +130,16 @@ func TestMetricsScrape(t *testing.T) {
 	}
 	if m[`mcpush_store_requests_total{access="read"}`] < 1 || m[`mcpush_store_requests_total{access="write"}`] < 1 {
 		t.Errorf("store requests: read %v, write %v", m[`mcpush_store_requests_total{access="read"}`], m[`mcpush_store_requests_total{access="write"}`])
+	}
+}
+
+// waitMetric scrapes base until the sample key is want, at most 10 s, and
+// returns the last scrape.
+func waitMetric(t *testing.T, base, key string, want float64) map[string]float64 {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if m := scrapeMetrics(t, base); m[key] == want || time.Now().After(deadline) {
+			return m
+		}
 	}
 }

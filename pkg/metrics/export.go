@@ -69,7 +69,7 @@ func Setup(o Options) {
 
 // Flush prints, in EMF mode, one or more EMF lines with what was counted
 // since the last Flush (counters and histograms: the differences; gauges:
-// their values when they changed), each line a single Write; nothing when
+// their values when they changed), all in a single Write; nothing when
 // nothing changed, or in another mode. pkg/serve calls it at the end of
 // each Lambda invocation of the MCP function; Wrap calls it after each
 // invocation of a handler. It is safe for concurrent use (Lambda Managed
@@ -88,17 +88,20 @@ func Flush(ctx context.Context) error {
 		return err
 	}
 	lines := emfLines(&rm, exporter.last, o)
+	if len(lines) == 0 {
+		return nil
+	}
+	// One write of every line: log records that other goroutines write
+	// to the same stdout fall between flushes, not inside one.
 	var b strings.Builder
+	enc := json.NewEncoder(&b)
 	for _, l := range lines {
-		b.Reset()
-		if err := json.NewEncoder(&b).Encode(l); err != nil {
-			return err
-		}
-		if _, err := io.WriteString(o.Out, b.String()); err != nil {
+		if err := enc.Encode(l); err != nil {
 			return err
 		}
 	}
-	return nil
+	_, err := io.WriteString(o.Out, b.String())
+	return err
 }
 
 // Wrap returns h, flushing the metrics (Flush) after each call: put it
