@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/mcpush/mcpush/pkg/envconfig"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // Options configure the process's exporter (Setup).
@@ -83,11 +81,7 @@ func Flush(ctx context.Context) error {
 	if o.Exporter != envconfig.MetricsEMF || o.Out == nil {
 		return nil
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
-		return err
-	}
-	lines := emfLines(&rm, exporter.last, o)
+	lines := emfLines(instruments.collect(), exporter.last, o)
 	if len(lines) == 0 {
 		return nil
 	}
@@ -140,68 +134,6 @@ type histPoint struct {
 	count  uint64
 }
 
-// collect reads every series of the process now (cumulative), in a stable
-// order: by metric name, then by attributes.
-func collect(ctx context.Context) ([]series, error) {
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
-		return nil, err
-	}
-	return flatten(&rm), nil
-}
-
-func flatten(rm *metricdata.ResourceMetrics) []series {
-	var out []series
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			d, ok := defs[m.Name]
-			if !ok {
-				continue
-			}
-			switch data := m.Data.(type) {
-			case metricdata.Sum[int64]:
-				k := kindGauge
-				if data.IsMonotonic {
-					k = kindSum
-				}
-				for _, p := range data.DataPoints {
-					out = append(out, series{def: d, attrs: p.Attributes, kind: k, value: float64(p.Value)})
-				}
-			case metricdata.Sum[float64]:
-				k := kindGauge
-				if data.IsMonotonic {
-					k = kindSum
-				}
-				for _, p := range data.DataPoints {
-					out = append(out, series{def: d, attrs: p.Attributes, kind: k, value: p.Value})
-				}
-			case metricdata.Gauge[int64]:
-				for _, p := range data.DataPoints {
-					out = append(out, series{def: d, attrs: p.Attributes, kind: kindGauge, value: float64(p.Value)})
-				}
-			case metricdata.Gauge[float64]:
-				for _, p := range data.DataPoints {
-					out = append(out, series{def: d, attrs: p.Attributes, kind: kindGauge, value: p.Value})
-				}
-			case metricdata.Histogram[int64]:
-				for _, p := range data.DataPoints {
-					out = append(out, series{def: d, attrs: p.Attributes, kind: kindHistogram,
-						hist: &histPoint{bounds: p.Bounds, counts: p.BucketCounts, sum: float64(p.Sum), count: p.Count}})
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range data.DataPoints {
-					out = append(out, series{def: d, attrs: p.Attributes, kind: kindHistogram,
-						hist: &histPoint{bounds: p.Bounds, counts: p.BucketCounts, sum: p.Sum, count: p.Count}})
-				}
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b series) int {
-		return cmp.Or(cmp.Compare(a.def.name, b.def.name), cmp.Compare(a.attrs.Encoded(attribute.DefaultEncoder()), b.attrs.Encoded(attribute.DefaultEncoder())))
-	})
-	return out
-}
-
 // key names a series (and, with a suffix, one of its buckets) in
 // exporter.last.
 func (s *series) key() string {
@@ -224,11 +156,11 @@ const (
 // emfLine is one EMF document.
 type emfLine map[string]any
 
-// emfLines turns rm into EMF documents of what changed since last (which
+// emfLines turns ss into EMF documents of what changed since last (which
 // it updates): one line per set of dimension values, holding every
 // counter and gauge of that set, and lines of their own for histograms
 // (an array of at most emfMaxValues values per line).
-func emfLines(rm *metricdata.ResourceMetrics, last map[string]float64, o Options) []emfLine {
+func emfLines(ss []series, last map[string]float64, o Options) []emfLine {
 	ts := o.Now().UnixMilli()
 	type group struct {
 		attrs  attribute.Set
@@ -238,7 +170,7 @@ func emfLines(rm *metricdata.ResourceMetrics, last map[string]float64, o Options
 	var groups []*group
 	byAttrs := map[string]*group{}
 	var lines []emfLine
-	for _, s := range flatten(rm) {
+	for _, s := range ss {
 		k := s.key()
 		switch s.kind {
 		case kindSum, kindGauge:
@@ -390,11 +322,7 @@ func bucketValue(bounds []float64, i int) float64 {
 // TYPE, even before it has a series.
 func Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ss, err := collect(r.Context())
-		if err != nil {
-			http.Error(w, "collecting the metrics failed", http.StatusInternalServerError)
-			return
-		}
+		ss := instruments.collect()
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		io.WriteString(w, promText(ss))

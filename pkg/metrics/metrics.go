@@ -3,8 +3,10 @@
 // store requests, ...) through typed helpers, so that a handler calls
 // metrics.EventsIngested(ctx, metrics.Accepted, 1) and never formats a
 // metric itself. The instruments are OpenTelemetry's (the Go metrics API,
-// go.opentelemetry.io/otel/metric, with the SDK's manual reader); the
-// package exports them in two ways (Setup):
+// go.opentelemetry.io/otel/metric), on the package's own small
+// implementation of the API (meter.go) rather than the SDK's, for the
+// size of the Lambda binaries; the package exports them in two ways
+// (Setup):
 //
 //   - CloudWatch Embedded Metric Format (EMF): JSON lines on stdout, which
 //     CloudWatch Logs turns into metrics, printed by Flush once per Lambda
@@ -29,7 +31,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // def is one metric: its OpenTelemetry instrument name (also its
@@ -116,26 +117,24 @@ var (
 	fanOutBounds  = []float64{0, 1, 2, 5, 10, 50, 100, 500, 1000, 5000, 10000, 50000}
 )
 
-// The process's instruments, on one meter provider read by one manual
-// reader (collect, in export.go).
+// The process's instruments, on one meter (meter.go), which the
+// exporters read (export.go).
 var (
-	reader   = sdkmetric.NewManualReader()
-	provider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	meter    = provider.Meter("github.com/mcpush/mcpush/pkg/metrics")
+	instruments = &meter{}
 
-	eventsIngested       = must(meter.Int64Counter(defEventsIngested.name, metric.WithDescription(defEventsIngested.help)))
-	fanOut               = must(meter.Int64Histogram(defFanOut.name, metric.WithDescription(defFanOut.help), metric.WithExplicitBucketBoundaries(fanOutBounds...)))
-	deliveries           = must(meter.Int64Counter(defDeliveries.name, metric.WithDescription(defDeliveries.help)))
-	deliveryLatency      = must(meter.Float64Histogram(defDeliveryLatency.name, metric.WithDescription(defDeliveryLatency.help), metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(latencyBounds...)))
-	heldStreams          = must(meter.Int64UpDownCounter(defHeldStreams.name, metric.WithDescription(defHeldStreams.help)))
-	heldStreamsOpened    = must(meter.Int64Counter(defHeldStreamsOpened.name, metric.WithDescription(defHeldStreamsOpened.help)))
-	webhookSubs          = must(meter.Int64Gauge(defWebhookSubs.name, metric.WithDescription(defWebhookSubs.help)))
-	webhookVerifications = must(meter.Int64Counter(defWebhookVerification.name, metric.WithDescription(defWebhookVerification.help)))
-	refusals             = must(meter.Int64Counter(defRefusals.name, metric.WithDescription(defRefusals.help)))
-	storeRequests        = must(meter.Int64Counter(defStoreRequests.name, metric.WithDescription(defStoreRequests.help)))
-	storeThrottles       = must(meter.Int64Counter(defStoreThrottles.name, metric.WithDescription(defStoreThrottles.help)))
-	queueDepth           = must(meter.Int64Gauge(defQueueDepth.name, metric.WithDescription(defQueueDepth.help)))
-	queueAge             = must(meter.Float64Gauge(defQueueAge.name, metric.WithDescription(defQueueAge.help), metric.WithUnit("s")))
+	eventsIngested       = must(instruments.Int64Counter(defEventsIngested.name, metric.WithDescription(defEventsIngested.help)))
+	fanOut               = must(instruments.Int64Histogram(defFanOut.name, metric.WithDescription(defFanOut.help), metric.WithExplicitBucketBoundaries(fanOutBounds...)))
+	deliveries           = must(instruments.Int64Counter(defDeliveries.name, metric.WithDescription(defDeliveries.help)))
+	deliveryLatency      = must(instruments.Float64Histogram(defDeliveryLatency.name, metric.WithDescription(defDeliveryLatency.help), metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(latencyBounds...)))
+	heldStreams          = must(instruments.Int64UpDownCounter(defHeldStreams.name, metric.WithDescription(defHeldStreams.help)))
+	heldStreamsOpened    = must(instruments.Int64Counter(defHeldStreamsOpened.name, metric.WithDescription(defHeldStreamsOpened.help)))
+	webhookSubs          = must(instruments.Int64Gauge(defWebhookSubs.name, metric.WithDescription(defWebhookSubs.help)))
+	webhookVerifications = must(instruments.Int64Counter(defWebhookVerification.name, metric.WithDescription(defWebhookVerification.help)))
+	refusals             = must(instruments.Int64Counter(defRefusals.name, metric.WithDescription(defRefusals.help)))
+	storeRequests        = must(instruments.Int64Counter(defStoreRequests.name, metric.WithDescription(defStoreRequests.help)))
+	storeThrottles       = must(instruments.Int64Counter(defStoreThrottles.name, metric.WithDescription(defStoreThrottles.help)))
+	queueDepth           = must(instruments.Int64Gauge(defQueueDepth.name, metric.WithDescription(defQueueDepth.help)))
+	queueAge             = must(instruments.Float64Gauge(defQueueAge.name, metric.WithDescription(defQueueAge.help), metric.WithUnit("s")))
 )
 
 // must returns an instrument, or panics at start-up on a bad definition.

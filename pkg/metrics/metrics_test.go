@@ -3,6 +3,8 @@ package metrics
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"maps"
 	"math"
 	"net/http/httptest"
 	"os"
@@ -18,6 +20,7 @@ import (
 	"github.com/mcpush/mcpush/internal/testenv"
 	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/webhook"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // sum adds the values of the points named name whose dimensions include
@@ -357,5 +360,47 @@ func TestMetricDocs(t *testing.T) {
 		if row := "| `" + i.Name + "` (" + i.Unit + ") | `" + i.Prometheus + "`"; !strings.Contains(string(b), row) {
 			t.Errorf("docs/operations.md has no row starting %q", row)
 		}
+	}
+}
+
+// TestMeter: the API's instruments as meter implements them: a counter
+// only grows, an up-down counter goes both ways, a gauge keeps its last
+// value, a histogram's buckets are (lower, upper] with one above the last
+// bound; each attribute set is its own series.
+func TestMeter(t *testing.T) {
+	ctx := context.Background()
+	m := &meter{}
+	c, _ := m.Int64Counter(defRefusals.name)
+	u, _ := m.Int64UpDownCounter(defHeldStreams.name)
+	g, _ := m.Float64Gauge(defQueueAge.name)
+	h, _ := m.Float64Histogram(defDeliveryLatency.name, metric.WithExplicitBucketBoundaries(1, 5))
+	a, b := with("k", "a"), with("k", "b")
+	c.Add(ctx, 2, a)
+	c.Add(ctx, -5, a) // ignored
+	c.Add(ctx, 1, b)
+	u.Add(ctx, 3, a)
+	u.Add(ctx, -2, a)
+	g.Record(ctx, 7, a)
+	g.Record(ctx, 4, a)
+	for _, v := range []float64{0.5, 1, 1.5, 5, 6} {
+		h.Record(ctx, v, a)
+	}
+	got := map[string]string{}
+	for _, s := range m.collect() {
+		v := formatFloat(s.value)
+		if s.hist != nil {
+			v = fmt.Sprint(s.hist.counts, s.hist.sum, s.hist.count)
+		}
+		got[s.key()] = v
+	}
+	want := map[string]string{
+		defRefusals.name + "{k=a}":        "2",
+		defRefusals.name + "{k=b}":        "1",
+		defHeldStreams.name + "{k=a}":     "1",
+		defQueueAge.name + "{k=a}":        "4",
+		defDeliveryLatency.name + "{k=a}": "[2 2 1] 14 5",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("collected %v, want %v", got, want)
 	}
 }
