@@ -130,6 +130,7 @@ const (
 type histPoint struct {
 	bounds []float64
 	counts []uint64
+	sums   []float64 // per bucket: the sum of its observations (meter's; nil: unknown)
 	sum    float64
 	count  uint64
 }
@@ -266,18 +267,28 @@ func dimensionName(key string) string {
 }
 
 // histValues returns what a histogram series observed since last (which
-// it updates) as EMF values: one value per observation, the middle of its
-// bucket (the first bucket's from 0, the last bucket's its lower bound),
-// at most emfMaxHistLines*emfMaxValues of them (beyond that, each
-// bucket's count is scaled down in proportion).
+// it updates) as EMF values: one value per observation, the mean of the
+// observations of its bucket since last (exact for a bucket that got one;
+// without the bucket's sums, the middle of the bucket), at most
+// emfMaxHistLines*emfMaxValues of them (beyond that, each bucket's count
+// is scaled down in proportion).
 func histValues(h *histPoint, last map[string]float64, key string) []float64 {
 	deltas := make([]float64, len(h.counts))
+	means := make([]float64, len(h.counts))
 	var total float64
 	for i, c := range h.counts {
 		k := key + "#" + strconv.Itoa(i)
 		deltas[i] = float64(c) - last[k]
 		last[k] = float64(c)
 		total += deltas[i]
+		means[i] = bucketValue(h.bounds, i)
+		if i < len(h.sums) {
+			ks := key + "#s" + strconv.Itoa(i)
+			if ds := h.sums[i] - last[ks]; deltas[i] > 0 {
+				means[i] = ds / deltas[i]
+			}
+			last[ks] = h.sums[i]
+		}
 	}
 	if total <= 0 {
 		return nil
@@ -293,17 +304,16 @@ func histValues(h *histPoint, last map[string]float64, key string) []float64 {
 		if d > 0 && n == 0 {
 			n = 1
 		}
-		v := bucketValue(h.bounds, i)
 		for range n {
-			vals = append(vals, v)
+			vals = append(vals, means[i])
 		}
 	}
 	return vals
 }
 
-// bucketValue is the value that stands for bucket i of bounds: the middle
-// of (bounds[i-1], bounds[i]] (of [0, bounds[0]] for the first), the last
-// bound for the bucket above it.
+// bucketValue is the value that stands for bucket i of bounds when its
+// observations are not known: the middle of (bounds[i-1], bounds[i]] (of
+// [0, bounds[0]] for the first), the last bound for the bucket above it.
 func bucketValue(bounds []float64, i int) float64 {
 	switch {
 	case len(bounds) == 0:

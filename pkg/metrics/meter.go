@@ -38,8 +38,9 @@ type inst struct {
 // point is one series' cumulative data.
 type point struct {
 	attrs  attribute.Set
-	value  float64  // a sum or a gauge's last value
-	counts []uint64 // histograms: per bucket, the last one above the last bound
+	value  float64   // a sum or a gauge's last value
+	counts []uint64  // histograms: per bucket, the last one above the last bound
+	sums   []float64 // histograms: the sum of each bucket's observations
 	sum    float64
 	count  uint64
 }
@@ -63,6 +64,7 @@ func (i *inst) at(attrs attribute.Set) *point {
 		p = &point{attrs: attrs}
 		if i.kind == kindHistogram {
 			p.counts = make([]uint64, len(i.bounds)+1)
+			p.sums = make([]float64, len(i.bounds)+1)
 		}
 		i.points[attrs.Equivalent()] = p
 	}
@@ -86,6 +88,7 @@ func (i *inst) observe(attrs attribute.Set, v float64) {
 	i.mu.Lock()
 	p := i.at(attrs)
 	p.counts[b]++
+	p.sums[b] += v
 	p.sum += v
 	p.count++
 	i.mu.Unlock()
@@ -107,7 +110,7 @@ func (m *meter) collect() []series {
 		for _, p := range i.points {
 			s := series{def: d, attrs: p.attrs, kind: i.kind, value: p.value}
 			if i.kind == kindHistogram {
-				s.hist = &histPoint{bounds: i.bounds, counts: slices.Clone(p.counts), sum: p.sum, count: p.count}
+				s.hist = &histPoint{bounds: i.bounds, counts: slices.Clone(p.counts), sums: slices.Clone(p.sums), sum: p.sum, count: p.count}
 			}
 			out = append(out, s)
 		}

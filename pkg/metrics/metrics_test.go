@@ -105,11 +105,11 @@ func TestFlushEMF(t *testing.T) {
 		{"EventsIngested", map[string]string{"Outcome": "accepted"}, 3, 1, "Count"},
 		{"EventsIngested", map[string]string{"Outcome": "rejected"}, 1, 1, "Count"},
 		{"EventsIngested", map[string]string{"Outcome": "failed"}, 0, 0, ""},
-		{"FanOutSessions", nil, 7.5, 1, "Count"}, // the middle of the bucket (5, 10]
+		{"FanOutSessions", nil, 7, 1, "Count"}, // its bucket's mean: the one value
 		{"Deliveries", map[string]string{"Mode": "webhook", "Outcome": "ok"}, 1, 1, "Count"},
 		{"Deliveries", map[string]string{"Mode": "webhook", "Outcome": "http_5xx"}, 1, 1, "Count"},
 		{"Deliveries", map[string]string{"Mode": "webhook", "Outcome": "other"}, 1, 1, "Count"},
-		{"DeliveryLatency", map[string]string{"Mode": "webhook"}, 2 * 0.0375, 2, "Seconds"}, // (0.025, 0.05]
+		{"DeliveryLatency", map[string]string{"Mode": "webhook"}, 2 * 0.03, 2, "Seconds"},
 		{"HeldStreams", map[string]string{"Kind": "listen"}, 1, 1, "Count"},
 		{"HeldStreamsOpened", map[string]string{"Kind": "listen"}, 1, 1, "Count"},
 		{"Refusals", map[string]string{"Status": "401"}, 1, 1, "Count"},
@@ -199,7 +199,9 @@ func fmtValues(vs []float64) string {
 }
 
 // TestFlushHistogramBounded: a histogram's values are split into lines
-// of at most 100, and scaled down past 1,000 observations in one Flush.
+// of at most 100, and scaled down past 1,000 observations in one Flush;
+// each value is the mean of its bucket's observations since the last
+// Flush.
 func TestFlushHistogramBounded(t *testing.T) {
 	var out bytes.Buffer
 	Setup(Options{Exporter: envconfig.MetricsEMF, Function: "fn", Out: &out})
@@ -215,8 +217,21 @@ func TestFlushHistogramBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if total, n := sum(emfcheck.Points(docs), "DeliveryLatency", map[string]string{"Mode": "stream"}); n != 250 || len(docs) != 3 || total != 250*0.75 {
+	if total, n := sum(emfcheck.Points(docs), "DeliveryLatency", map[string]string{"Mode": "stream"}); n != 250 || len(docs) != 3 || total != 250 {
 		t.Errorf("250 observations: %d values (%v) in %d lines, want 250 in 3", n, total, len(docs))
+	}
+	// Two buckets: (0.5, 1] gets 0.6 and 1.0 (mean 0.8), (2.5, 5] gets 3.
+	out.Reset()
+	for _, d := range []time.Duration{600 * time.Millisecond, time.Second, 3 * time.Second} {
+		DeliveryLatency(ctx, ModeStream, d)
+	}
+	Flush(ctx)
+	if docs, err = emfcheck.Lines(out.String()); err != nil {
+		t.Fatal(err)
+	}
+	if ps := emfcheck.Points(docs); len(ps) != 1 || len(ps[0].Values) != 3 ||
+		math.Abs(ps[0].Values[0]-0.8) > 1e-9 || math.Abs(ps[0].Values[1]-0.8) > 1e-9 || math.Abs(ps[0].Values[2]-3) > 1e-9 {
+		t.Errorf("values %+v, want 0.8, 0.8, 3", ps)
 	}
 	out.Reset()
 	for range 5000 {
