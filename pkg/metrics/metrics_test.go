@@ -376,6 +376,11 @@ func TestMetricDocs(t *testing.T) {
 			t.Errorf("docs/operations.md has no row starting %q", row)
 		}
 	}
+	// Its example EMF lines are valid.
+	docs, err := emfcheck.Lines(string(b))
+	if err != nil || len(docs) < 2 {
+		t.Errorf("the example EMF lines of docs/operations.md: %d, %v", len(docs), err)
+	}
 }
 
 // TestMeter: the API's instruments as meter implements them: a counter
