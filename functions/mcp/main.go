@@ -9,6 +9,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/metrics"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/delivery"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
@@ -91,6 +93,15 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	metricsEnv, err := envconfig.ReadMetrics(os.Getenv)
+	if err != nil {
+		return err
+	}
+	// The metrics (package metrics): EMF lines on stdout once per
+	// invocation in Lambda, /metrics on the local listener.
+	metrics.Setup(metrics.Options{Exporter: metricsEnv.Exporter, Namespace: metricsEnv.Namespace,
+		Function: cmp.Or(metricsEnv.Function, "mcp"), Out: os.Stdout})
+	sopts.Local.Metrics = metricsEnv.Exporter == envconfig.MetricsPrometheus
 	var fix *fixtures
 	if env.Fixtures != "" {
 		if fix, err = fixtureSet(env.Fixtures); err != nil {

@@ -67,6 +67,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/mcpush/mcpush/internal/storecount"
 	"github.com/mcpush/mcpush/pkg/envconfig"
+	"github.com/mcpush/mcpush/pkg/metrics"
 	"github.com/mcpush/mcpush/pkg/notify/delivery"
 	"github.com/mcpush/mcpush/pkg/notify/ingest"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
@@ -89,6 +90,9 @@ func main() {
 		if err != nil {
 			initError("sns-ingest: configuration", err)
 		}
+		if err := setupMetrics(os.Getenv, os.Stdout); err != nil {
+			initError("sns-ingest: configuration", err)
+		}
 		store, err := openStore(context.Background(), c.store, logger)
 		if err != nil {
 			initError("sns-ingest: opening the store", err)
@@ -109,7 +113,7 @@ func main() {
 		} else {
 			logger.Warn("sns-ingest: no webhook delivery: MCPUSH_DELIVERY_QUEUE_URL is not set")
 		}
-		lambda.StartHandlerFunc(handler(in, eng, logger))
+		lambda.StartHandlerFunc(metrics.Wrap(handler(in, eng, logger)))
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)

@@ -225,7 +225,8 @@ func Open(ctx context.Context, c envconfig.Store, name string, logger *slog.Logg
 		return nil, fmt.Errorf("MCPUSH_STORE=%q: %w", c.Spec, err)
 	}
 	if c.StatsDir == "" {
-		return st, nil
+		// Counted only in the process's metrics.
+		return Wrap(st, nil), nil
 	}
 	counted, _, err := Record(st, c.StatsDir, &RecordOptions{Name: name, Logger: logger})
 	if err != nil {

@@ -6,12 +6,15 @@
 // Wrap counts into a Counter in memory (the cost tests read it); Record
 // also writes the counts of a process to a stats file, so that a test
 // can add up the store requests of many processes (the mains do it when
-// MCPUSH_STORE_STATS is set).
+// MCPUSH_STORE_STATS is set). Every request also counts in the process's
+// metrics (package metrics: StoreRequests and StoreThrottles), which is
+// why Open always wraps the store.
 package storecount
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -19,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpush/mcpush/pkg/metrics"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/storeconfig"
 )
@@ -102,6 +106,9 @@ type Counter struct {
 }
 
 func (c *Counter) add(op string) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	if c.ops == nil {
 		c.ops = Counts{}
@@ -126,9 +133,21 @@ func (c *Counter) Reset() {
 
 // Wrap returns st counting into c: one wrapper, with every method of
 // the stores, so that a server finds through it what it finds in st.
-// Close is not counted.
+// Close is not counted. Every request also counts in the process's
+// metrics (metrics.StoreRequest: by access, and as a throttle when it
+// failed as notify.ErrUnavailable); a nil c counts only there.
 func Wrap(st storeconfig.Store, c *Counter) storeconfig.Store {
 	return &store{Store: st, c: c}
+}
+
+// count counts the request op that ended with *errp.
+func (s *store) count(ctx context.Context, op string, errp *error) {
+	s.c.add(op)
+	a := metrics.Write
+	if IsRead(op) {
+		a = metrics.Read
+	}
+	metrics.StoreRequest(ctx, a, errors.Is(*errp, notify.ErrUnavailable))
 }
 
 // store counts the requests of the store it embeds; it overrides every
@@ -139,23 +158,23 @@ type store struct {
 	close func() error
 }
 
-func (s *store) SharedKey(ctx context.Context, name string, value []byte) ([]byte, error) {
-	s.c.add("SharedKey")
+func (s *store) SharedKey(ctx context.Context, name string, value []byte) (r0 []byte, err error) {
+	defer s.count(ctx, "SharedKey", &err)
 	return s.Store.SharedKey(ctx, name, value)
 }
 
-func (s *store) IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) ([]string, error) {
-	s.c.add("IdleSessions")
+func (s *store) IdleSessions(ctx context.Context, principal string, expiresBy time.Time, limit int) (r0 []string, err error) {
+	defer s.count(ctx, "IdleSessions", &err)
 	return s.Store.IdleSessions(ctx, principal, expiresBy, limit)
 }
 
-func (s *store) PrincipalProfiles(ctx context.Context, principal string, match notify.ListenMatch, limit int) ([]*notify.Session, error) {
-	s.c.add("PrincipalProfiles")
+func (s *store) PrincipalProfiles(ctx context.Context, principal string, match notify.ListenMatch, limit int) (r0 []*notify.Session, err error) {
+	defer s.count(ctx, "PrincipalProfiles", &err)
 	return s.Store.PrincipalProfiles(ctx, principal, match, limit)
 }
 
-func (s *store) TopicHead(ctx context.Context, topic string) (int64, error) {
-	s.c.add("TopicHead")
+func (s *store) TopicHead(ctx context.Context, topic string) (r0 int64, err error) {
+	defer s.count(ctx, "TopicHead", &err)
 	return s.Store.TopicHead(ctx, topic)
 }
 
@@ -166,172 +185,172 @@ func (s *store) Close() error {
 	return s.Store.Close()
 }
 
-func (s *store) CreateSession(ctx context.Context, ses *notify.Session) error {
-	s.c.add("CreateSession")
+func (s *store) CreateSession(ctx context.Context, ses *notify.Session) (err error) {
+	defer s.count(ctx, "CreateSession", &err)
 	return s.Store.CreateSession(ctx, ses)
 }
 
-func (s *store) GetSession(ctx context.Context, id string) (*notify.Session, error) {
-	s.c.add("GetSession")
+func (s *store) GetSession(ctx context.Context, id string) (r0 *notify.Session, err error) {
+	defer s.count(ctx, "GetSession", &err)
 	return s.Store.GetSession(ctx, id)
 }
 
-func (s *store) UpdateSession(ctx context.Context, ses *notify.Session) error {
-	s.c.add("UpdateSession")
+func (s *store) UpdateSession(ctx context.Context, ses *notify.Session) (err error) {
+	defer s.count(ctx, "UpdateSession", &err)
 	return s.Store.UpdateSession(ctx, ses)
 }
 
-func (s *store) DeleteSession(ctx context.Context, id string) error {
-	s.c.add("DeleteSession")
+func (s *store) DeleteSession(ctx context.Context, id string) (err error) {
+	defer s.count(ctx, "DeleteSession", &err)
 	return s.Store.DeleteSession(ctx, id)
 }
 
-func (s *store) Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *notify.AppendOptions) (int64, bool, error) {
-	s.c.add("Append")
+func (s *store) Append(ctx context.Context, sessionID, streamID string, data [][]byte, opts *notify.AppendOptions) (r0 int64, r1 bool, err error) {
+	defer s.count(ctx, "Append", &err)
 	return s.Store.Append(ctx, sessionID, streamID, data, opts)
 }
 
-func (s *store) AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, notify.Position) [][]byte) ([]string, error) {
-	s.c.add("AppendEach")
+func (s *store) AppendEach(ctx context.Context, ids []string, uri string, upTo int64, pick func(*notify.Session, notify.Position) [][]byte) (r0 []string, err error) {
+	defer s.count(ctx, "AppendEach", &err)
 	return s.Store.AppendEach(ctx, ids, uri, upTo, pick)
 }
 
-func (s *store) ReadEvents(ctx context.Context, sessionID, streamID string, after int64, limit int) ([]notify.Event, error) {
-	s.c.add("ReadEvents")
+func (s *store) ReadEvents(ctx context.Context, sessionID, streamID string, after int64, limit int) (r0 []notify.Event, err error) {
+	defer s.count(ctx, "ReadEvents", &err)
 	return s.Store.ReadEvents(ctx, sessionID, streamID, after, limit)
 }
 
-func (s *store) MarkDelivered(ctx context.Context, sessionID string, seq int64) error {
-	s.c.add("MarkDelivered")
+func (s *store) MarkDelivered(ctx context.Context, sessionID string, seq int64) (err error) {
+	defer s.count(ctx, "MarkDelivered", &err)
 	return s.Store.MarkDelivered(ctx, sessionID, seq)
 }
 
-func (s *store) PutMessage(ctx context.Context, sessionID, key string, data []byte) (bool, error) {
-	s.c.add("PutMessage")
+func (s *store) PutMessage(ctx context.Context, sessionID, key string, data []byte) (r0 bool, err error) {
+	defer s.count(ctx, "PutMessage", &err)
 	return s.Store.PutMessage(ctx, sessionID, key, data)
 }
 
-func (s *store) GetMessage(ctx context.Context, sessionID, key string) ([]byte, error) {
-	s.c.add("GetMessage")
+func (s *store) GetMessage(ctx context.Context, sessionID, key string) (r0 []byte, err error) {
+	defer s.count(ctx, "GetMessage", &err)
 	return s.Store.GetMessage(ctx, sessionID, key)
 }
 
-func (s *store) Subscribe(ctx context.Context, sessionID, uri string) error {
-	s.c.add("Subscribe")
+func (s *store) Subscribe(ctx context.Context, sessionID, uri string) (err error) {
+	defer s.count(ctx, "Subscribe", &err)
 	return s.Store.Subscribe(ctx, sessionID, uri)
 }
 
-func (s *store) Unsubscribe(ctx context.Context, sessionID, uri string) error {
-	s.c.add("Unsubscribe")
+func (s *store) Unsubscribe(ctx context.Context, sessionID, uri string) (err error) {
+	defer s.count(ctx, "Unsubscribe", &err)
 	return s.Store.Unsubscribe(ctx, sessionID, uri)
 }
 
-func (s *store) Subscribers(ctx context.Context, uri string) ([]string, error) {
-	s.c.add("Subscribers")
+func (s *store) Subscribers(ctx context.Context, uri string) (r0 []string, err error) {
+	defer s.count(ctx, "Subscribers", &err)
 	return s.Store.Subscribers(ctx, uri)
 }
 
-func (s *store) AppendTopicEvent(ctx context.Context, topic, messageID string, receivedAt time.Time, data json.RawMessage) (notify.TopicEvent, bool, error) {
-	s.c.add("AppendTopicEvent")
+func (s *store) AppendTopicEvent(ctx context.Context, topic, messageID string, receivedAt time.Time, data json.RawMessage) (r0 notify.TopicEvent, r1 bool, err error) {
+	defer s.count(ctx, "AppendTopicEvent", &err)
 	return s.Store.AppendTopicEvent(ctx, topic, messageID, receivedAt, data)
 }
 
-func (s *store) ReadTopicEvents(ctx context.Context, topic string, after int64, limit int) ([]notify.TopicEvent, error) {
-	s.c.add("ReadTopicEvents")
+func (s *store) ReadTopicEvents(ctx context.Context, topic string, after int64, limit int) (r0 []notify.TopicEvent, err error) {
+	defer s.count(ctx, "ReadTopicEvents", &err)
 	return s.Store.ReadTopicEvents(ctx, topic, after, limit)
 }
 
-func (s *store) Topics(ctx context.Context) ([]notify.Topic, error) {
-	s.c.add("Topics")
+func (s *store) Topics(ctx context.Context) (r0 []notify.Topic, err error) {
+	defer s.count(ctx, "Topics", &err)
 	return s.Store.Topics(ctx)
 }
 
-func (s *store) ApplyRegistry(ctx context.Context, kind, op string, items map[string]json.RawMessage, messageID string) (*notify.Registry, bool, error) {
-	s.c.add("ApplyRegistry")
+func (s *store) ApplyRegistry(ctx context.Context, kind, op string, items map[string]json.RawMessage, messageID string) (r0 *notify.Registry, r1 bool, err error) {
+	defer s.count(ctx, "ApplyRegistry", &err)
 	return s.Store.ApplyRegistry(ctx, kind, op, items, messageID)
 }
 
-func (s *store) GetRegistry(ctx context.Context, kind string) (*notify.Registry, error) {
-	s.c.add("GetRegistry")
+func (s *store) GetRegistry(ctx context.Context, kind string) (r0 *notify.Registry, err error) {
+	defer s.count(ctx, "GetRegistry", &err)
 	return s.Store.GetRegistry(ctx, kind)
 }
 
-func (s *store) RegistryHashes(ctx context.Context) (map[string]string, error) {
-	s.c.add("RegistryHashes")
+func (s *store) RegistryHashes(ctx context.Context) (r0 map[string]string, err error) {
+	defer s.count(ctx, "RegistryHashes", &err)
 	return s.Store.RegistryHashes(ctx)
 }
 
-func (s *store) Changes(ctx context.Context, cursor string) (notify.ChangeSet, string, error) {
-	s.c.add("Changes")
+func (s *store) Changes(ctx context.Context, cursor string) (r0 notify.ChangeSet, r1 string, err error) {
+	defer s.count(ctx, "Changes", &err)
 	return s.Store.Changes(ctx, cursor)
 }
 
-func (s *store) CountInWindow(ctx context.Context, key string, window, n int64, expires time.Time) (int64, error) {
-	s.c.add("CountInWindow")
+func (s *store) CountInWindow(ctx context.Context, key string, window, n int64, expires time.Time) (r0 int64, err error) {
+	defer s.count(ctx, "CountInWindow", &err)
 	return s.Store.CountInWindow(ctx, key, window, n, expires)
 }
 
-func (s *store) CountSessions(ctx context.Context, principal string, limit int) (int, error) {
-	s.c.add("CountSessions")
+func (s *store) CountSessions(ctx context.Context, principal string, limit int) (r0 int, err error) {
+	defer s.count(ctx, "CountSessions", &err)
 	return s.Store.CountSessions(ctx, principal, limit)
 }
 
-func (s *store) CreateTask(ctx context.Context, task *notify.Task) error {
-	s.c.add("CreateTask")
+func (s *store) CreateTask(ctx context.Context, task *notify.Task) (err error) {
+	defer s.count(ctx, "CreateTask", &err)
 	return s.Store.CreateTask(ctx, task)
 }
 
-func (s *store) GetTask(ctx context.Context, principal, id string) (*notify.Task, error) {
-	s.c.add("GetTask")
+func (s *store) GetTask(ctx context.Context, principal, id string) (r0 *notify.Task, err error) {
+	defer s.count(ctx, "GetTask", &err)
 	return s.Store.GetTask(ctx, principal, id)
 }
 
-func (s *store) UpdateTask(ctx context.Context, task *notify.Task) error {
-	s.c.add("UpdateTask")
+func (s *store) UpdateTask(ctx context.Context, task *notify.Task) (err error) {
+	defer s.count(ctx, "UpdateTask", &err)
 	return s.Store.UpdateTask(ctx, task)
 }
 
-func (s *store) CountTasks(ctx context.Context, principal string, limit int) (notify.TaskCount, error) {
-	s.c.add("CountTasks")
+func (s *store) CountTasks(ctx context.Context, principal string, limit int) (r0 notify.TaskCount, err error) {
+	defer s.count(ctx, "CountTasks", &err)
 	return s.Store.CountTasks(ctx, principal, limit)
 }
 
-func (s *store) CreateWebhook(ctx context.Context, sub *notify.WebhookSubscription, max int) error {
-	s.c.add("CreateWebhook")
+func (s *store) CreateWebhook(ctx context.Context, sub *notify.WebhookSubscription, max int) (err error) {
+	defer s.count(ctx, "CreateWebhook", &err)
 	return s.Store.CreateWebhook(ctx, sub, max)
 }
 
-func (s *store) CountWebhooks(ctx context.Context, principal string, limit int) (int, error) {
-	s.c.add("CountWebhooks")
+func (s *store) CountWebhooks(ctx context.Context, principal string, limit int) (n int, err error) {
+	defer s.count(ctx, "CountWebhooks", &err)
 	return s.Store.CountWebhooks(ctx, principal, limit)
 }
 
-func (s *store) PutWebhookVerified(ctx context.Context, key string, until time.Time) error {
-	s.c.add("PutWebhookVerified")
+func (s *store) PutWebhookVerified(ctx context.Context, key string, until time.Time) (err error) {
+	defer s.count(ctx, "PutWebhookVerified", &err)
 	return s.Store.PutWebhookVerified(ctx, key, until)
 }
 
-func (s *store) WebhookVerified(ctx context.Context, key string) (bool, error) {
-	s.c.add("WebhookVerified")
+func (s *store) WebhookVerified(ctx context.Context, key string) (ok bool, err error) {
+	defer s.count(ctx, "WebhookVerified", &err)
 	return s.Store.WebhookVerified(ctx, key)
 }
 
-func (s *store) GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error) {
-	s.c.add("GetWebhook")
+func (s *store) GetWebhook(ctx context.Context, topic, id string) (r0 *notify.WebhookSubscription, err error) {
+	defer s.count(ctx, "GetWebhook", &err)
 	return s.Store.GetWebhook(ctx, topic, id)
 }
 
-func (s *store) UpdateWebhook(ctx context.Context, sub *notify.WebhookSubscription) error {
-	s.c.add("UpdateWebhook")
+func (s *store) UpdateWebhook(ctx context.Context, sub *notify.WebhookSubscription) (err error) {
+	defer s.count(ctx, "UpdateWebhook", &err)
 	return s.Store.UpdateWebhook(ctx, sub)
 }
 
-func (s *store) DeleteWebhook(ctx context.Context, sub *notify.WebhookSubscription) error {
-	s.c.add("DeleteWebhook")
+func (s *store) DeleteWebhook(ctx context.Context, sub *notify.WebhookSubscription) (err error) {
+	defer s.count(ctx, "DeleteWebhook", &err)
 	return s.Store.DeleteWebhook(ctx, sub)
 }
 
-func (s *store) TopicWebhooks(ctx context.Context, topic, after string, limit int) ([]*notify.WebhookSubscription, string, error) {
-	s.c.add("TopicWebhooks")
+func (s *store) TopicWebhooks(ctx context.Context, topic, after string, limit int) (r0 []*notify.WebhookSubscription, r1 string, err error) {
+	defer s.count(ctx, "TopicWebhooks", &err)
 	return s.Store.TopicWebhooks(ctx, topic, after, limit)
 }

@@ -13,6 +13,7 @@
 //	ReadServe          the HTTP and Lambda layer (serve.OptionsFromEnv)
 //	ReadServer         the MCP server's options and limits: functions/mcp
 //	ReadRegistryTools  MCPUSH_REGISTRY_TOOLS: functions/sns-ingest
+//	ReadMetrics        the metrics exporter (MCPUSH_METRICS, ...): both mains
 //
 // A bad value is an *Error that names the variable, its value (never the
 // value of a secret) and what the variable accepts. docs/configuration.md

@@ -127,6 +127,7 @@ func readNames(m map[string]string) []string {
 	getenv := func(k string) string { seen[k] = true; return m[k] }
 	readAll(getenv)
 	envconfig.ReadRegistryTools(getenv)
+	envconfig.ReadMetrics(getenv)
 	envconfig.RuntimeAPI(getenv)
 	var names []string
 	for k := range seen {
@@ -274,6 +275,37 @@ func TestDocumented(t *testing.T) {
 		}
 		if !strings.Contains(docs.String(), "`"+name+"`") {
 			t.Errorf("%s is not in docs/configuration.md or docs/limits.md", name)
+		}
+	}
+}
+
+// TestReadMetrics: the exporter's default depends on where the process
+// runs; prometheus is refused in Lambda, and so are unknown exporters and
+// namespaces CloudWatch refuses, each error naming its variable.
+func TestReadMetrics(t *testing.T) {
+	const lambda = "AWS_LAMBDA_RUNTIME_API"
+	for _, tc := range []struct {
+		env  map[string]string
+		want envconfig.Metrics
+		bad  string // the variable an error names
+	}{
+		{nil, envconfig.Metrics{Exporter: envconfig.MetricsPrometheus, Namespace: "mcpush"}, ""},
+		{map[string]string{lambda: "127.0.0.1:9001", "AWS_LAMBDA_FUNCTION_NAME": "f"}, envconfig.Metrics{Exporter: envconfig.MetricsEMF, Namespace: "mcpush", Function: "f"}, ""},
+		{map[string]string{"MCPUSH_METRICS": "off", "MCPUSH_METRICS_NAMESPACE": "Team/mcpush"}, envconfig.Metrics{Exporter: envconfig.MetricsOff, Namespace: "Team/mcpush"}, ""},
+		{map[string]string{"MCPUSH_METRICS": "emf"}, envconfig.Metrics{Exporter: envconfig.MetricsEMF, Namespace: "mcpush"}, ""},
+		{map[string]string{lambda: "127.0.0.1:9001", "MCPUSH_METRICS": "prometheus"}, envconfig.Metrics{}, "MCPUSH_METRICS"},
+		{map[string]string{"MCPUSH_METRICS": "statsd"}, envconfig.Metrics{}, "MCPUSH_METRICS"},
+		{map[string]string{"MCPUSH_METRICS_NAMESPACE": "AWS/Lambda"}, envconfig.Metrics{}, "MCPUSH_METRICS_NAMESPACE"},
+		{map[string]string{"MCPUSH_METRICS_NAMESPACE": strings.Repeat("n", 256)}, envconfig.Metrics{}, "MCPUSH_METRICS_NAMESPACE"},
+		{map[string]string{"MCPUSH_METRICS_NAMESPACE": "a\x00b"}, envconfig.Metrics{}, "MCPUSH_METRICS_NAMESPACE"},
+	} {
+		got, err := envconfig.ReadMetrics(env(tc.env))
+		var e *envconfig.Error
+		switch {
+		case tc.bad == "" && (err != nil || got != tc.want):
+			t.Errorf("ReadMetrics(%v) = %+v, %v; want %+v", tc.env, got, err, tc.want)
+		case tc.bad != "" && (!errors.As(err, &e) || e.Name != tc.bad || got != envconfig.Metrics{}):
+			t.Errorf("ReadMetrics(%v) = %+v, %v; want an error naming %s", tc.env, got, err, tc.bad)
 		}
 	}
 }

@@ -1,11 +1,13 @@
 package mcp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 
+	"github.com/mcpush/mcpush/pkg/metrics"
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
@@ -438,6 +440,7 @@ func (*Error) isFailure()   {}
 // the status and error of rpcError and a refusal's Retry-After.
 func writeError(w http.ResponseWriter, era Era, id json.RawMessage, f failure) {
 	status, e := rpcError(era, f)
+	metrics.Refusal(context.Background(), status)
 	if r, ok := f.(*refusal); ok && r.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(r.retryAfter))
 	}

@@ -624,7 +624,7 @@ func (s *Server) verifyCallback(ctx context.Context, ws WebhookStore, o *Webhook
 	}
 	if covered {
 		s.log.InfoContext(ctx, "webhook callback verified by its origin's receiver document", "subscription", k.id)
-	} else if out := o.Sender.Verify(ctx, k.url, k.id, []webhook.Secret{secret}); !out.OK() {
+	} else if out := countVerification(ctx, o.Sender.Verify(ctx, k.url, k.id, []webhook.Secret{secret})); !out.OK() {
 		s.log.InfoContext(ctx, "webhook verification failed", "subscription", k.id, "category", out.Category, "err", out.Err)
 		return s.eventsError(CodeCallbackEndpointError, "CallbackEndpointError: the callback did not pass verification ("+webhook.WireCategory(out.Category)+")", map[string]string{"reason": webhook.WireCategory(out.Category)})
 	}

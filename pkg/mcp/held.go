@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/mcpush/mcpush/pkg/metrics"
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
@@ -143,6 +144,7 @@ func (hs *heldStream) run(ctx context.Context) (why heldEnd) {
 	h, s := hs.h, hs.h.srv
 	now := s.opts.Now
 	defer func() { hs.src.finish(ctx, hs.sse, why) }()
+	defer metrics.HeldStream(ctx, hs.kind())()
 
 	var deadline <-chan time.Time
 	d, ok := h.streamDeadline(ctx)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/metrics"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/oauth"
 	"github.com/mcpush/mcpush/pkg/serve/initerror"
@@ -255,6 +256,7 @@ func (h *LambdaHandler) Start() {
 // request (buffered mode).
 func (h *LambdaHandler) Invoke(ctx context.Context, payload json.RawMessage) (any, error) {
 	if t, ok := taskEvent(payload); ok {
+		defer metrics.Flush(context.WithoutCancel(ctx))
 		return nil, h.runTask(ctx, t)
 	}
 	if h.mode == ModeBuffered {
@@ -349,6 +351,12 @@ func (h *LambdaHandler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		h.log.InfoContext(r.Context(), "request",
 			"method", r.Method, "path", r.URL.Path, "status", w.status, "bytes", w.bytes,
 			"durationMs", time.Since(start).Milliseconds(), "session", session, "principal", principal)
+		// The invocation's metrics (EMF lines on stdout, with
+		// MCPUSH_METRICS=emf), once per invocation: in stream mode before
+		// the response ends, in buffered mode before it is returned.
+		if err := metrics.Flush(context.WithoutCancel(r.Context())); err != nil {
+			h.log.WarnContext(r.Context(), "writing the metrics", "err", err)
+		}
 	}()
 	h.mux.ServeHTTP(w, r)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/mcp"
+	"github.com/mcpush/mcpush/pkg/metrics"
 	"github.com/mcpush/mcpush/pkg/oauth"
 )
 
@@ -103,9 +104,14 @@ type LocalOptions struct {
 	// Ready, if set, is called with the listener's address once the
 	// server accepts connections (useful with port 0).
 	Ready func(addr net.Addr)
+	// Metrics serves the process's metrics in the Prometheus text
+	// format at /metrics (metrics.Handler; MCPUSH_METRICS=prometheus,
+	// the local default).
+	Metrics bool
 }
 
-// ListenAndServe serves srv at /mcp (and "ok" at /healthz) on a local
+// ListenAndServe serves srv at /mcp (and "ok" at /healthz, the metrics at
+// /metrics when LocalOptions.Metrics is set) on a local
 // HTTP server until ctx is done (a SIGTERM or an interrupt, with
 // signal.NotifyContext), then shuts down gracefully: open streams end with
 // "retry:" so clients reconnect elsewhere, tasks whose work runs here end
@@ -185,6 +191,9 @@ func ListenAndServe(ctx context.Context, srv *mcp.Server, opts *LocalOptions) er
 	handler := mcp.NewStreamableHandler(srv, sopts)
 	mux.Handle("/mcp", handler)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	if opts.Metrics {
+		mux.Handle("/metrics", metrics.Handler())
+	}
 	// Slow clients cannot hold connections: headers within 10s, a POST
 	// body within mcp.Limits.BodyReadTimeout (set by the handler, which
 	// lifts it for the SSE stream that may follow), idle keep-alive

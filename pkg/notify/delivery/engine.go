@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpush/mcpush/pkg/metrics"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/webhook"
 )
@@ -256,8 +257,22 @@ func (e *Engine) fanOut(ctx context.Context, t Task, c *Counts) error {
 		tasks = append(tasks, Task{Kind: KindFanOut, Topic: t.Topic, Seq: t.Seq, After: next, Check: t.Check, event: t.event})
 	}
 	now := e.o.Now()
+	var active, suspended int
+	defer func() {
+		if t.After == "" && next == "" {
+			// The whole topic in one page: its subscriptions counted.
+			// (A sweep of many topics records the last one's; the
+			// gauge is a sample, not a sum.)
+			metrics.WebhookSubscriptions(ctx, active, suspended)
+		}
+	}()
 	for _, w := range page {
 		c.Subscriptions++
+		if w.Status.Suspended {
+			suspended++
+		} else {
+			active++
+		}
 		if !t.Check && !due(w, t.Seq, now) {
 			continue
 		}

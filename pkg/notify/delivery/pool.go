@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpush/mcpush/pkg/metrics"
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
@@ -234,8 +235,13 @@ func (p *Pool) dispatch(ctx context.Context, ready chan<- *poolItem) {
 				wait = d
 			}
 		}
+		depth, age := len(p.items), time.Duration(0)
+		if next != nil {
+			age = time.Since(next.due)
+		}
 		p.mu.Unlock()
 		if next != nil {
+			metrics.QueueState(ctx, metrics.QueueDelivery, depth, age)
 			select {
 			case ready <- next:
 				continue

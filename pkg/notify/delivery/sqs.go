@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/mcpush/mcpush/pkg/metrics"
 )
 
 // SQS bounds.
@@ -125,6 +127,13 @@ func (e *Engine) HandleSQS(ctx context.Context, ev events.SQSEvent) (events.SQSE
 		total Counts
 		sem   = make(chan struct{}, sqsHandlers)
 	)
+	var oldest time.Duration
+	for _, r := range ev.Records {
+		if ms, err := strconv.ParseInt(r.Attributes["SentTimestamp"], 10, 64); err == nil {
+			oldest = max(oldest, time.Since(time.UnixMilli(ms)))
+		}
+	}
+	metrics.QueueState(ctx, metrics.QueueDelivery, len(ev.Records), oldest)
 	for _, r := range ev.Records {
 		sem <- struct{}{}
 		wg.Go(func() {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpush/mcpush/pkg/metrics"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/eventcursor"
 	"github.com/mcpush/mcpush/pkg/webhook"
@@ -357,7 +358,11 @@ func (cl *claim) attempt(ctx context.Context, ev *notify.TopicEvent, slot *slot,
 	cl.unsaved++
 	slot.done(out.OK())
 	now := e.o.Now()
+	if ctx.Err() == nil || out.OK() {
+		metrics.Delivery(ctx, metrics.ModeWebhook, out.Category)
+	}
 	if out.OK() {
+		metrics.DeliveryLatency(ctx, metrics.ModeWebhook, now.Sub(ev.ReceivedAt))
 		c.Delivered++
 		w.Watermark = ev.Seq
 		w.Retry = notify.WebhookRetry{Gap: w.Retry.Gap}
@@ -423,6 +428,7 @@ func (cl *claim) failed(seq int64, category string, now time.Time, c *Counts) bo
 		return false
 	}
 	c.Abandoned++
+	metrics.Delivery(context.Background(), metrics.ModeWebhook, "expired")
 	w.Retry = notify.WebhookRetry{Abandoned: w.Retry.Abandoned + 1, Gap: max(w.Retry.Gap, seq)}
 	return true
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/mcpush/mcpush/pkg/metrics"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/delivery"
 )
@@ -159,6 +160,10 @@ func (in *Ingester) Handle(ctx context.Context, ev events.SNSEvent) (Summary, er
 			sum.Accepted++
 		}
 	}
+	metrics.EventsIngested(ctx, metrics.Accepted, sum.Accepted)
+	metrics.EventsIngested(ctx, metrics.Duplicate, sum.Duplicates)
+	metrics.EventsIngested(ctx, metrics.Rejected, sum.Rejected)
+	metrics.EventsIngested(ctx, metrics.Failed, sum.Failed)
 	in.logger.LogAttrs(ctx, slog.LevelInfo, "SNS event processed",
 		slog.Int("records", len(ev.Records)), slog.Int("accepted", sum.Accepted),
 		slog.Int("duplicates", sum.Duplicates), slog.Int("conflicts", sum.Conflicts), slog.Int("rejected", sum.Rejected),
@@ -266,6 +271,9 @@ func (in *Ingester) handle(ctx context.Context, sns *events.SNSEntity) (dup, con
 		attrs = append(attrs, slog.Int("sessions", n))
 		if err != nil {
 			return false, conflict, err
+		}
+		if created {
+			metrics.FanOut(ctx, n)
 		}
 		if in.delivery != nil {
 			// Accepting is not delivering: the hand-off is one task.
