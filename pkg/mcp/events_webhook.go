@@ -431,6 +431,14 @@ func (s *Server) subscribeEvents(ctx context.Context, ss *ServerSession, raw jso
 			return nil, fmt.Errorf("webhook subscription %s: stored key differs (an id collision)", k.id)
 		}
 		w.Claims = recordedClaims(ctx, k.event)
+		if w.Status.Suspended {
+			// A refresh reactivates a suspended subscription: its
+			// callback, failing for an hour, must answer the handshake
+			// again first (whatever was verified before).
+			if err := s.verifyCallback(ctx, ws, o, k, secret, true); err != nil {
+				return nil, err
+			}
+		}
 		res, err := s.refreshWebhook(ctx, ws, o, sealer, w, secret, expires, now)
 		if errors.Is(err, notify.ErrConflict) || errors.Is(err, notify.ErrNotFound) {
 			continue // changed (a delivery) or lapsed meanwhile: read again
@@ -457,7 +465,7 @@ func (s *Server) createWebhook(ctx context.Context, ws WebhookStore, o *WebhookO
 	case n >= o.MaxPerPrincipal:
 		return nil, s.tooManyWebhooks(o)
 	}
-	if err := s.verifyCallback(ctx, ws, o, k, secret); err != nil {
+	if err := s.verifyCallback(ctx, ws, o, k, secret, false); err != nil {
 		return nil, err
 	}
 	now := s.opts.Now()
@@ -593,18 +601,18 @@ func verifiedKey(principal, url string) string {
 
 // verifyCallback makes sure k's callback wants deliveries: a pass of the
 // handshake by k's principal for k's URL in the last VerifiedTTL stands
-// (no POST); otherwise the URL's host is resolved and must have a
+// (no POST) unless again (a suspended subscription's refresh); otherwise the URL's host is resolved and must have a
 // globally routable address (an allowed origin is not checked), the
 // principal's and the destination's handshake rates must allow one
 // more, and either the origin's receiver document
 // (webhook.WellKnownReceiverPath) covers the URL or the handshake passes;
 // the pass is then recorded.
-func (s *Server) verifyCallback(ctx context.Context, ws WebhookStore, o *WebhookOptions, k *webhookKey, secret webhook.Secret) error {
+func (s *Server) verifyCallback(ctx context.Context, ws WebhookStore, o *WebhookOptions, k *webhookKey, secret webhook.Secret, again bool) error {
 	vk := verifiedKey(k.principal, k.url)
 	switch ok, err := ws.WebhookVerified(ctx, vk); {
 	case err != nil:
 		return err
-	case ok:
+	case ok && !again:
 		return nil
 	}
 	if err := o.Sender.Policy().CheckResolved(ctx, k.url); err != nil {

@@ -231,7 +231,23 @@ func TestEventsSubscribe(t *testing.T) {
 			if err := ws.UpdateWebhook(ctx, stored); err != nil {
 				t.Fatal(err)
 			}
+			// Its callback must pass the handshake again (it was verified
+			// within 24 h, but has been failing since): a receiver that
+			// does not verify keeps it suspended.
+			current.Store(newWhsec(32))
 			r = whCall(t, ts.URL, "alice", "events/subscribe", `"name":"incident.created","arguments":{"severity":"P1"},"delivery":{"url":"`+good.URL+`","secret":"`+rotated+`"}`)
+			if r.Error == nil || r.Error.Code != mcp.CodeCallbackEndpointError {
+				t.Errorf("refresh of a suspended subscription whose callback fails the handshake: %+v, want CallbackEndpointError", r.Error)
+			}
+			if still, _ := ws.GetWebhook(ctx, topic, id); still == nil || !still.Status.Suspended {
+				t.Errorf("after a failed re-verification: %+v; want still suspended", still)
+			}
+			current.Store(rotated)
+			handshakes := verifications.Load()
+			r = whCall(t, ts.URL, "alice", "events/subscribe", `"name":"incident.created","arguments":{"severity":"P1"},"delivery":{"url":"`+good.URL+`","secret":"`+rotated+`"}`)
+			if n := verifications.Load() - handshakes; n != 1 {
+				t.Errorf("%d verifications by the refresh of a suspended subscription, want 1", n)
+			}
 			ds, _ = r.Result["deliveryStatus"].(map[string]any)
 			if r.Error != nil || ds == nil || ds["active"] != false || ds["lastError"] != "connection_refused" || ds["failedSince"] == nil {
 				t.Errorf("refresh of a suspended subscription: %+v %+v; want active false, lastError connection_refused (the wire category), failedSince", r.Result, r.Error)
