@@ -131,7 +131,7 @@ func (r *verifyRig) unsubscribe(t *testing.T, i int, principal, callback string,
 //     "destinationVerifications"), and more the next minute;
 //   - a callback that its origin's /.well-known/mcp-webhook-receiver.json
 //     covers is verified without a POST;
-//   - a verified (principal, url) is not POSTed to again for VerifiedTTL:
+//   - a verified (principal, url, secret) is not POSTed to again for VerifiedTTL:
 //     not for other arguments, nor after an unsubscribe, from either
 //     process; another principal's subscribe to it is; after 24 h it is
 //     again.

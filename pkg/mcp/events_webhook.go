@@ -45,7 +45,7 @@ const (
 	// POSTed to one origin (scheme, host, port) per minute, whoever asks:
 	// principals together cannot flood a receiver with them.
 	DefaultVerifyDestinationRate = 10
-	// VerifiedTTL is how long a verified (principal, url) pair stands:
+	// VerifiedTTL is how long a verified (principal, url, secret) stands:
 	// that principal's new subscriptions to that URL (other arguments, a
 	// resubscribe after an expiry or an unsubscribe) are not verified
 	// again until it passes (as Hookdeck Outpost does).
@@ -115,7 +115,7 @@ type WebhookStore interface {
 	UpdateWebhook(ctx context.Context, w *notify.WebhookSubscription) error
 	DeleteWebhook(ctx context.Context, w *notify.WebhookSubscription) error
 	// PutWebhookVerified and WebhookVerified keep the verified
-	// (principal, url) pairs (verifiedKey) for VerifiedTTL.
+	// (principal, url, secret) triples (verifiedKey) for VerifiedTTL.
 	PutWebhookVerified(ctx context.Context, key string, until time.Time) error
 	WebhookVerified(ctx context.Context, key string) (bool, error)
 }
@@ -588,27 +588,30 @@ func (s *Server) tooManyWebhooks(o *WebhookOptions) *Error {
 	return s.eventsError(CodeResourceExhausted, fmt.Sprintf("ResourceExhausted: at most %d webhook subscriptions per principal", o.MaxPerPrincipal), map[string]any{"limit": "subscriptions", "max": o.MaxPerPrincipal})
 }
 
-// verifiedKey is the store's key of the verified pair (principal, url):
-// "wv1:" and the hex SHA-256 of both (a fixed size, whatever the URL's).
-func verifiedKey(principal, url string) string {
+// verifiedKey is the store's key of a verified (principal, url, secret):
+// "wv2:" and the hex SHA-256 of the three (a fixed size, whatever the
+// URL's; the secret never stored). The secret is in it because the
+// handshake proves the receiver holds it: a subscription to the same URL
+// with another secret is verified again.
+func verifiedKey(principal, url, secret string) string {
 	h := sha256.New()
-	for _, p := range []string{"mcpush webhook verified v1", principal, url} {
+	for _, p := range []string{"mcpush webhook verified v2", principal, url, secret} {
 		h.Write([]byte(p))
 		h.Write([]byte{0})
 	}
-	return "wv1:" + hex.EncodeToString(h.Sum(nil))
+	return "wv2:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // verifyCallback makes sure k's callback wants deliveries: a pass of the
-// handshake by k's principal for k's URL in the last VerifiedTTL stands
-// (no POST) unless again (a suspended subscription's refresh); otherwise the URL's host is resolved and must have a
+// handshake by k's principal for k's URL with this secret in the last
+// VerifiedTTL stands (no POST) unless again (a suspended subscription's refresh); otherwise the URL's host is resolved and must have a
 // globally routable address (an allowed origin is not checked), the
 // principal's and the destination's handshake rates must allow one
 // more, and either the origin's receiver document
 // (webhook.WellKnownReceiverPath) covers the URL or the handshake passes;
 // the pass is then recorded.
 func (s *Server) verifyCallback(ctx context.Context, ws WebhookStore, o *WebhookOptions, k *webhookKey, secret webhook.Secret, again bool) error {
-	vk := verifiedKey(k.principal, k.url)
+	vk := verifiedKey(k.principal, k.url, secret.Reveal())
 	switch ok, err := ws.WebhookVerified(ctx, vk); {
 	case err != nil:
 		return err
