@@ -13,6 +13,10 @@ const (
 	// maxParked bounds the tasks parked for busy origins in one process;
 	// beyond it a task is put back on the queue with a delay instead.
 	maxParked = 100_000
+	// maxOrigins bounds the origins remembered (in use, failing or
+	// waited for); beyond it the idle ones are forgotten, failures and
+	// all.
+	maxOrigins = 10_000
 )
 
 // origins bounds the attempts in flight per callback origin in one
@@ -59,6 +63,13 @@ func (o *origins) acquire(rawURL string, t *Task, park bool) (s *slot, parked bo
 	defer o.mu.Unlock()
 	st := o.m[key]
 	if st == nil {
+		if len(o.m) >= maxOrigins {
+			for k, v := range o.m {
+				if v.inflight == 0 && len(v.waiting) == 0 {
+					delete(o.m, k)
+				}
+			}
+		}
 		st = &originState{}
 		o.m[key] = st
 	}
