@@ -575,6 +575,12 @@ func TestEmulatorWebhookSweep(t *testing.T) {
 	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"accepted":1`) {
 		t.Fatalf("registry put: %d %s", r.Status, r.Body)
 	}
+	// A change of the events registry enqueues a recheck of every
+	// subscription (none yet): worked off here, so what follows sees
+	// only the event's tasks.
+	if b, err := mapping.Poll(t.Context()); err != nil || len(b.Records) != 1 || !strings.Contains(b.Records[0].Body, `"k":"recheck"`) {
+		t.Fatalf("the queue after the registry put: %s, %v; want one recheck task", b.Event, err)
+	}
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
 	subscribe := edit(t, event(t, "http-api-iam-initialize"),
 		withHeader("Mcp-Protocol-Version", "2026-07-28"), withHeader("Mcp-Method", "events/subscribe"),

@@ -41,7 +41,7 @@ const (
 // is harmless, because the subscription records decide what is sent.
 type Task struct {
 	Kind  Kind   `json:"k"`
-	Topic string `json:"t"`
+	Topic string `json:"t,omitempty"`
 	// Seq is the topic head the task was made for: a fan-out looks for
 	// subscriptions behind it; a subscription task with nothing pending
 	// below it does nothing.

@@ -33,6 +33,14 @@ const hooks = secrets.map((s) => new Webhook(s));
 const all = process.env.WEBHOOK_MODE === "all";
 
 const server = http.createServer((req, res) => {
+  if (req.method !== "POST") {
+    // Not a delivery: e.g. the sender looking for a receiver document
+    // (/.well-known/mcp-webhook-receiver.json), which this receiver has
+    // not. Not recorded.
+    req.resume();
+    res.writeHead(404).end();
+    return;
+  }
   const chunks = [];
   req.on("data", (c) => chunks.push(c));
   req.on("end", () => {
