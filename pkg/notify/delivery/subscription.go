@@ -48,7 +48,13 @@ func (e *Engine) deliver(ctx context.Context, t Task, c *Counts) error {
 		}
 		if reason := ended(w, types); reason != "" {
 			cl := &claim{e: e, w: w, log: e.o.Logger.With("subscription", w.ID, "topic", w.Topic)}
-			if ok, _, err := cl.take(ctx, 0); !ok {
+			if ok, busyUntil, err := cl.take(ctx, 0); !ok {
+				if !busyUntil.IsZero() {
+					// Another process delivers to it: check again
+					// when its lease ends.
+					t.sub = nil
+					return e.again(ctx, t, busyUntil.Sub(e.o.Now())+100*time.Millisecond)
+				}
 				return err
 			}
 			cl.openSecrets(ctx)
