@@ -22,6 +22,7 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/mcpush/mcpush/internal/statekeys"
 	"github.com/mcpush/mcpush/internal/storecount"
+	"github.com/mcpush/mcpush/pkg/admintools"
 	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
@@ -97,6 +98,10 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	adminEnv, err := envconfig.ReadAdmin(os.Getenv)
+	if err != nil {
+		return err
+	}
 	// The metrics (package metrics): EMF lines on stdout once per
 	// invocation in Lambda, /metrics on the local listener.
 	metrics.Setup(metrics.Options{Exporter: metricsEnv.Exporter, Namespace: metricsEnv.Namespace,
@@ -155,6 +160,12 @@ func run(logger *slog.Logger) error {
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: version}, store, opts)
 	eventtools.Add(srv, store, &eventtools.Options{PollInterval: opts.PollInterval})
+	if opts.Webhooks != nil {
+		// The operator's view of webhook subscriptions: tools only an
+		// admin (MCPUSH_ADMIN_SCOPE, MCPUSH_ADMIN_ARNS) sees.
+		admintools.Add(srv, &delivery.Admin{Store: store, EventTypes: delivery.RegistryEventTypes(store), CursorKeys: opts.StateKeys},
+			admintools.Who{Scope: adminEnv.Scope, ARNs: adminEnv.ARNs})
+	}
 	if fix != nil {
 		if err := fix.register(srv, store); err != nil {
 			return err
