@@ -96,6 +96,10 @@ type Attempt struct {
 	LatencyMS float64   `json:"latencyMs"`
 }
 
+// AttemptOK is the category of an accepted delivery attempt (the engine
+// records it for webhook.Outcome's empty category).
+const AttemptOK = "ok"
+
 // States of a View.
 const (
 	StateActive    = "active"
@@ -233,8 +237,6 @@ func (a *Admin) Counts(ctx context.Context) (*CountsResult, error) {
 	}
 	return res, err
 }
-
-var errScanBound = errors.New("scan bound")
 
 // walk calls fn with every live subscription of the topic of event type
 // typ (of every topic when typ is ""), until fn returns false; it

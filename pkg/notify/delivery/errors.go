@@ -20,5 +20,6 @@ var (
 	ErrAdminInput = errors.New("delivery: invalid admin request")
 )
 
-// AttemptOK is WebhookAttempt.Category of an accepted delivery.
-const AttemptOK = "ok"
+// errScanBound stops a walk of Admin at MaxAdminScan records (List and
+// Counts answer partial).
+var errScanBound = errors.New("delivery: admin scan bound")
