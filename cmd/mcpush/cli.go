@@ -310,6 +310,20 @@ func runErr(ctx context.Context, args []string, e *env) error {
 		}
 		p.region = c.region
 		return cmdPublish(ctx, e, p)
+	case "admin":
+		f := &adminFlags{}
+		fs.StringVar(&f.typ, "type", "", "admin webhooks list: the subscriptions of this event type")
+		fs.StringVar(&f.principal, "principal", "", "admin webhooks list: the subscriptions of this principal")
+		fs.IntVar(&f.limit, "limit", 0, "admin webhooks list: at most this many (default 1000)")
+		fs.StringVar(&f.topic, "topic", "", "admin webhooks suspend, resume, delete, replay: the subscription's topic")
+		fs.StringVar(&f.cursor, "cursor", "", "admin webhooks replay: deliver again the events after this cursor")
+		fs.StringVar(&f.since, "since", "", "admin webhooks replay: deliver again the events from this RFC 3339 time")
+		fs.BoolVar(&f.asJSON, "json", false, "print the server's answer as JSON")
+		pos, err := parseCmd(-1)
+		if err != nil {
+			return err
+		}
+		return c.oneShot(ctx, func(ctx context.Context) error { return cmdAdmin(ctx, e, c, pos, f) })
 	case "login":
 		f := &loginFlags{}
 		fs.StringVar(&f.clientID, "client-id", "", "a registered OAuth client id")

@@ -91,6 +91,16 @@ var commands = []command{
                               --redirect-host: the loopback redirect's host
                               (default 127.0.0.1; localhost where a client was
                               registered with it)`},
+	{name: "admin", mcp: true, example: "mcpush admin webhooks list --type order.created", usage: `
+  admin webhooks list [--type T | --principal P] [--limit N] [--json]
+  admin webhooks counts | suspend|resume|delete ID --topic T
+  admin webhooks replay ID --topic T (--cursor C | --since TIME)
+                              the operator's view of webhook subscriptions (needs
+                              an admin: a login with the server's admin scope, or
+                              --sigv4 as an ARN in its MCPUSH_ADMIN_ARNS): list
+                              with state and last attempts, counts per type,
+                              suspend, resume, delete, or deliver again from a
+                              cursor or a time. Never shows a secret`},
 	{name: "help", example: "mcpush help events poll", usage: `
   help [COMMAND]              print this help, or one command's (also COMMAND --help)`},
 }

@@ -53,6 +53,7 @@ func TestLambdaEnvBothMains(t *testing.T) {
 		{"short key, store unreachable", append([]string{"MCPUSH_STATE_KEYS=short-secret"}, unreachable...), `MCPUSH_STATE_KEYS: want comma-separated keys of at least 32 characters each (a requestState key must be at least 32 characters)`, "", false},
 		{"webhook allow, store unreachable", append([]string{"MCPUSH_WEBHOOK_ALLOW=ftp://x"}, unreachable...), `MCPUSH_WEBHOOK_ALLOW="ftp://x": want comma-separated origins such as http://127.0.0.1:9000 (scheme "ftp" is not http or https)`, "", false},
 		{"lambda mode", []string{"MCPUSH_LAMBDA_MODE=websocket"}, `MCPUSH_LAMBDA_MODE="websocket": want "stream" or "buffered"`, "mcp", true},
+		{"admin arns", []string{"MCPUSH_ADMIN_ARNS=ops"}, `MCPUSH_ADMIN_ARNS="ops": want comma-separated IAM ARNs (arn:aws:iam::123456789012:user/ops, arn:aws:sts::123456789012:assumed-role/Ops/alice), without wildcards`, "mcp", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.doc && !strings.Contains(string(docs), "`"+tc.want+"`") {

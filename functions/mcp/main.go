@@ -22,6 +22,7 @@ import (
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/mcpush/mcpush/internal/statekeys"
 	"github.com/mcpush/mcpush/internal/storecount"
+	"github.com/mcpush/mcpush/pkg/admintools"
 	"github.com/mcpush/mcpush/pkg/envconfig"
 	"github.com/mcpush/mcpush/pkg/eventtools"
 	"github.com/mcpush/mcpush/pkg/mcp"
@@ -97,6 +98,10 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	adminEnv, err := envconfig.ReadAdmin(os.Getenv)
+	if err != nil {
+		return err
+	}
 	// The metrics (package metrics): EMF lines on stdout once per
 	// invocation in Lambda, /metrics on the local listener.
 	metrics.Setup(metrics.Options{Exporter: metricsEnv.Exporter, Namespace: metricsEnv.Namespace,
@@ -155,6 +160,12 @@ func run(logger *slog.Logger) error {
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "mcpush", Version: version}, store, opts)
 	eventtools.Add(srv, store, &eventtools.Options{PollInterval: opts.PollInterval})
+	admin := &delivery.Admin{Store: store, EventTypes: delivery.RegistryEventTypes(store), CursorKeys: opts.StateKeys}
+	if opts.Webhooks != nil {
+		// The operator's view of webhook subscriptions: tools only an
+		// admin (MCPUSH_ADMIN_SCOPE, MCPUSH_ADMIN_ARNS) sees.
+		admintools.Add(srv, admin, admintools.Who{Scope: adminEnv.Scope, ARNs: adminEnv.ARNs})
+	}
 	if fix != nil {
 		if err := fix.register(srv, store); err != nil {
 			return err
@@ -165,11 +176,14 @@ func run(logger *slog.Logger) error {
 		// Locally this process also delivers webhooks, with an
 		// in-process pool (in Lambda the delivery function works the
 		// SQS queue).
-		wait, err := deliverWebhooks(ctx, store, opts, env.WebhookSweep, deliveryEnv, logger)
+		wait, pool, err := deliverWebhooks(ctx, store, opts, env.WebhookSweep, deliveryEnv, logger)
 		if err != nil {
 			return err
 		}
 		defer wait()
+		if pool != nil {
+			admin.Queue = pool // a resume or replay is delivered at once
+		}
 	}
 	return serve.Run(ctx, srv, sopts)
 }
@@ -180,25 +194,25 @@ func run(logger *slog.Logger) error {
 // schedule and sweeps every interval (MCPUSH_WEBHOOK_SWEEP, default 15 s),
 // until ctx ends. wait waits for its workers to release their claims.
 // Without state keys shared with sns-ingest, or without webhook delivery
-// (no auth), it does nothing.
-func deliverWebhooks(ctx context.Context, store storeconfig.Store, opts *mcp.ServerOptions, every time.Duration, d envconfig.Delivery, logger *slog.Logger) (wait func(), err error) {
+// (no auth), it does nothing (and returns no pool).
+func deliverWebhooks(ctx context.Context, store storeconfig.Store, opts *mcp.ServerOptions, every time.Duration, d envconfig.Delivery, logger *slog.Logger) (wait func(), _ *delivery.Pool, err error) {
 	if len(opts.StateKeys) == 0 || opts.Webhooks == nil {
-		return func() {}, nil
+		return func() {}, nil, nil
 	}
 	sealer, err := notify.NewSealer(opts.StateKeys, notify.WebhookSealLabel)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pool := delivery.NewPool(&delivery.PoolOptions{Workers: d.Workers, SweepInterval: every, Logger: logger})
 	eng, err := delivery.New(delivery.Options{Store: store, Queue: pool, Sender: opts.Webhooks.Sender, Sealer: sealer, CursorKey: opts.StateKeys[0],
 		EventTypes: delivery.RegistryEventTypes(store), PerOrigin: d.PerOrigin, EventsErrors: string(opts.EventsErrors), Logger: logger})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		pool.Run(ctx, eng)
 	}()
-	return func() { <-done }, nil
+	return func() { <-done }, pool, nil
 }

@@ -14,6 +14,7 @@
 //	ReadServer         the MCP server's options and limits: functions/mcp
 //	ReadRegistryTools  MCPUSH_REGISTRY_TOOLS: functions/sns-ingest
 //	ReadMetrics        the metrics exporter (MCPUSH_METRICS, ...): both mains
+//	ReadAdmin          who may use the admin tools: functions/mcp
 //
 // A bad value is an *Error that names the variable, its value (never the
 // value of a secret) and what the variable accepts. docs/configuration.md

@@ -128,6 +128,7 @@ func readNames(m map[string]string) []string {
 	readAll(getenv)
 	envconfig.ReadRegistryTools(getenv)
 	envconfig.ReadMetrics(getenv)
+	envconfig.ReadAdmin(getenv)
 	envconfig.RuntimeAPI(getenv)
 	var names []string
 	for k := range seen {
@@ -306,6 +307,34 @@ func TestReadMetrics(t *testing.T) {
 			t.Errorf("ReadMetrics(%v) = %+v, %v; want %+v", tc.env, got, err, tc.want)
 		case tc.bad != "" && (!errors.As(err, &e) || e.Name != tc.bad || got != envconfig.Metrics{}):
 			t.Errorf("ReadMetrics(%v) = %+v, %v; want an error naming %s", tc.env, got, err, tc.bad)
+		}
+	}
+}
+
+// TestReadAdmin: the admin scope's default and "off", the ARNs, and bad
+// values refused naming their variable.
+func TestReadAdmin(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want envconfig.Admin
+		bad  string
+	}{
+		{nil, envconfig.Admin{Scope: "mcpush:admin"}, ""},
+		{map[string]string{"MCPUSH_ADMIN_SCOPE": "off"}, envconfig.Admin{}, ""},
+		{map[string]string{"MCPUSH_ADMIN_SCOPE": "ops", "MCPUSH_ADMIN_ARNS": " arn:aws:iam::123456789012:user/ops , arn:aws:sts::123456789012:assumed-role/Ops/alice"},
+			envconfig.Admin{Scope: "ops", ARNs: []string{"arn:aws:iam::123456789012:user/ops", "arn:aws:sts::123456789012:assumed-role/Ops/alice"}}, ""},
+		{map[string]string{"MCPUSH_ADMIN_SCOPE": "a b"}, envconfig.Admin{}, "MCPUSH_ADMIN_SCOPE"},
+		{map[string]string{"MCPUSH_ADMIN_ARNS": "ops"}, envconfig.Admin{}, "MCPUSH_ADMIN_ARNS"},
+		{map[string]string{"MCPUSH_ADMIN_ARNS": "arn:aws:iam::123456789012:user/*"}, envconfig.Admin{}, "MCPUSH_ADMIN_ARNS"},
+		{map[string]string{"MCPUSH_ADMIN_ARNS": strings.Repeat("arn:aws:iam::1:user/x,", 101)}, envconfig.Admin{}, "MCPUSH_ADMIN_ARNS"},
+	} {
+		got, err := envconfig.ReadAdmin(env(tc.env))
+		var e *envconfig.Error
+		switch {
+		case tc.bad == "" && (err != nil || !slices.Equal(got.ARNs, tc.want.ARNs) || got.Scope != tc.want.Scope):
+			t.Errorf("ReadAdmin(%v) = %+v, %v; want %+v", tc.env, got, err, tc.want)
+		case tc.bad != "" && (!errors.As(err, &e) || e.Name != tc.bad):
+			t.Errorf("ReadAdmin(%v) = %+v, %v; want an error naming %s", tc.env, got, err, tc.bad)
 		}
 	}
 }

@@ -249,8 +249,9 @@ func accessCeiling(e *notify.EventItem, expires, now time.Time, maxTTL time.Dura
 }
 
 // permitsTool reports whether ctx's caller may do action on tool name,
-// whose registry item is overlay's (nil: read it).
-func (s *Server) permitsTool(ctx context.Context, action, name string, overlay map[string]*notify.ToolItem) bool {
+// whose registry item is overlay's (nil: read it) and whose guard (of
+// GuardTool; nil: none) is t's.
+func (s *Server) permitsTool(ctx context.Context, action, name string, overlay map[string]*notify.ToolItem, t *serverTool) bool {
 	if overlay == nil {
 		overlay = s.toolOverlay(ctx)
 	}
@@ -258,7 +259,26 @@ func (s *Server) permitsTool(ctx context.Context, action, name string, overlay m
 	if dt := overlay[name]; dt != nil {
 		rule = dt.Access
 	}
+	if t != nil && t.guard != nil {
+		id, _ := ctx.Value(identityKey{}).(identity)
+		if !t.guard(ctx, &AccessRequest{Principal: id.principal, Claims: id.claims, Action: action, Tool: name, Rule: rule}) {
+			return false
+		}
+	}
 	return s.authorize(ctx, action, nil, name, rule)
+}
+
+// GuardTool makes tool name (registered with AddTool) available only to
+// the callers guard permits (on top of ServerOptions.Authorize): to any
+// other it does not exist (tools/list leaves it out, tools/call answers
+// as for an unknown tool). Call it right after AddTool, before serving.
+// The admin tools (package admintools) are guarded so.
+func (s *Server) GuardTool(name string, guard AccessFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t := s.tools[name]; t != nil {
+		t.guard = guard
+	}
 }
 
 // TopicAccess is what a caller may read of a topic's log through the

@@ -479,7 +479,7 @@ func (s *Server) listTools(ctx context.Context, raw json.RawMessage) (*ListTools
 	s.mu.RLock()
 	tools := map[string]*Tool{}
 	for name, t := range s.tools {
-		if et := effectiveTool(t.tool, overlay[name]); et != nil && s.permitsTool(ctx, ActionToolsList, name, overlay) {
+		if et := effectiveTool(t.tool, overlay[name]); et != nil && s.permitsTool(ctx, ActionToolsList, name, overlay, t) {
 			tools[name] = et
 		}
 	}
@@ -506,7 +506,7 @@ func (s *Server) callTool(ctx context.Context, ss *ServerSession, raw json.RawMe
 	t := s.tools[p.Name]
 	s.mu.RUnlock()
 	overlay := s.toolOverlay(ctx)
-	if t == nil || !s.permitsTool(ctx, ActionToolsCall, p.Name, overlay) {
+	if t == nil || !s.permitsTool(ctx, ActionToolsCall, p.Name, overlay, t) {
 		// A forbidden tool is answered as an unknown one.
 		return nil, Errorf(CodeInvalidParams, "unknown tool %q", p.Name)
 	}

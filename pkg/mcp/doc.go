@@ -50,7 +50,7 @@
 // the events and tools registry items) decides each use; what a caller
 // may not use is refused as an unknown one is, so a refusal never tells
 // whether it exists (access.go,
-// docs/auth.md).
+// docs/auth.md). Server.GuardTool adds a guard of its own to one tool.
 //
 // Everything a client controls is bounded before anything is stored
 // (ServerOptions.Limits, DefaultLimits): sizes of ids, names, progress

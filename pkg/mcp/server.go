@@ -163,6 +163,7 @@ type serverTool struct {
 	tool    *Tool
 	handler ToolHandler
 	prepare func(ctx context.Context, req *CallToolRequest) error // AddTaskTool
+	guard   AccessFunc                                            // GuardTool
 }
 
 type serverResource struct {

@@ -479,7 +479,7 @@ func (s *Server) maybeTask(ctx context.Context, ss *ServerSession, m *Message) (
 	s.mu.RLock()
 	t := s.tools[p.Name]
 	s.mu.RUnlock()
-	if t == nil || t.tool.Execution == nil || !s.permitsTool(ctx, ActionToolsCall, p.Name, nil) {
+	if t == nil || t.tool.Execution == nil || !s.permitsTool(ctx, ActionToolsCall, p.Name, nil, t) {
 		return nil, false, nil // callTool answers (a forbidden tool: as an unknown one)
 	}
 	support := t.tool.Execution.TaskSupport

@@ -78,6 +78,10 @@ type WebhookSubscription struct {
 	Retry WebhookRetry
 	// Status is what deliveryStatus reports.
 	Status WebhookStatus
+	// Attempts are the subscription's last delivery attempts (events,
+	// gap and terminated envelopes), oldest first, at most
+	// MaxWebhookAttempts: the operator's view of it (docs/operations.md).
+	Attempts []WebhookAttempt
 
 	// Version is the optimistic-concurrency token of UpdateWebhook; set
 	// by the store.
@@ -108,6 +112,44 @@ type WebhookStatus struct {
 	FailedSince    time.Time // the first failure since the last success
 }
 
+// MaxWebhookAttempts bounds WebhookSubscription.Attempts (RecordAttempt
+// keeps the last ones): 8 attempts of at most 64 bytes of category add
+// under 1 KiB to a record.
+const MaxWebhookAttempts = 8
+
+// maxAttemptCategory bounds WebhookAttempt.Category as stored.
+const maxAttemptCategory = 64
+
+// WebhookAttempt is one delivery attempt to a subscription's callback.
+type WebhookAttempt struct {
+	At       time.Time     // when it ended
+	Seq      int64         // the event's Seq (of the event after a gap envelope's)
+	Status   int           // the HTTP status; 0 when none came (a timeout, a refused address)
+	Category string        // the outcome category (webhook.Outcome.Category): "ok", "http_5xx", "timeout", ...
+	Latency  time.Duration // from the request's start to its end
+}
+
+// RecordAttempt appends a to w.Attempts, keeping the last
+// MaxWebhookAttempts.
+func (w *WebhookSubscription) RecordAttempt(a WebhookAttempt) {
+	if len(a.Category) > maxAttemptCategory {
+		a.Category = a.Category[:maxAttemptCategory]
+	}
+	w.Attempts = append(w.Attempts, a)
+	if n := len(w.Attempts); n > MaxWebhookAttempts {
+		w.Attempts = append(w.Attempts[:0:0], w.Attempts[n-MaxWebhookAttempts:]...)
+	}
+}
+
+// webhookAttempt is the stored encoding of a WebhookAttempt.
+type webhookAttempt struct {
+	At       int64  `json:"t"`
+	Seq      int64  `json:"q,omitempty"`
+	Status   int    `json:"s,omitempty"`
+	Category string `json:"c"`
+	Latency  int64  `json:"l"` // microseconds
+}
+
 // Live reports whether w has not expired at now.
 func (w *WebhookSubscription) Live(now time.Time) bool {
 	return w.ExpiresAt.IsZero() || w.ExpiresAt.After(now)
@@ -115,28 +157,29 @@ func (w *WebhookSubscription) Live(now time.Time) bool {
 
 // webhookBody is the stored encoding of a record's fields.
 type webhookBody struct {
-	Principal string          `json:"p"`
-	Name      string          `json:"n"`
-	URL       string          `json:"u"`
-	Arguments json.RawMessage `json:"a,omitempty"`
-	Claims    Claims          `json:"cl,omitempty"`
-	Secrets   []byte          `json:"s"`
-	CreatedAt int64           `json:"c"`
-	UpdatedAt int64           `json:"m"`
-	ExpiresAt int64           `json:"x,omitempty"`
-	Verified  bool            `json:"v,omitempty"`
-	Watermark int64           `json:"w"`
-	Lease     int64           `json:"l,omitempty"`
-	RSeq      int64           `json:"rs,omitempty"`
-	RAttempts int             `json:"ra,omitempty"`
-	RFirst    int64           `json:"rf,omitempty"`
-	RNext     int64           `json:"rn,omitempty"`
-	RAband    int             `json:"rb,omitempty"`
-	RGap      int64           `json:"rg,omitempty"`
-	Suspended bool            `json:"su,omitempty"`
-	LastAt    int64           `json:"ld,omitempty"`
-	LastError string          `json:"le,omitempty"`
-	FailedAt  int64           `json:"fs,omitempty"`
+	Principal string           `json:"p"`
+	Name      string           `json:"n"`
+	URL       string           `json:"u"`
+	Arguments json.RawMessage  `json:"a,omitempty"`
+	Claims    Claims           `json:"cl,omitempty"`
+	Secrets   []byte           `json:"s"`
+	CreatedAt int64            `json:"c"`
+	UpdatedAt int64            `json:"m"`
+	ExpiresAt int64            `json:"x,omitempty"`
+	Verified  bool             `json:"v,omitempty"`
+	Watermark int64            `json:"w"`
+	Lease     int64            `json:"l,omitempty"`
+	RSeq      int64            `json:"rs,omitempty"`
+	RAttempts int              `json:"ra,omitempty"`
+	RFirst    int64            `json:"rf,omitempty"`
+	RNext     int64            `json:"rn,omitempty"`
+	RAband    int              `json:"rb,omitempty"`
+	RGap      int64            `json:"rg,omitempty"`
+	Suspended bool             `json:"su,omitempty"`
+	LastAt    int64            `json:"ld,omitempty"`
+	LastError string           `json:"le,omitempty"`
+	FailedAt  int64            `json:"fs,omitempty"`
+	Attempts  []webhookAttempt `json:"at,omitempty"`
 }
 
 // CheckWebhook validates a record the same way for every store, and
@@ -150,12 +193,23 @@ func CheckWebhook(w *WebhookSubscription) ([]byte, error) {
 	case len(w.ID) > 128 || len(w.Principal) > MaxURIBytes || len(w.URL) > MaxURIBytes:
 		return nil, fmt.Errorf("%w: id, principal or URL too long (limits 128, %d, %d bytes)", ErrTooLarge, MaxURIBytes, MaxURIBytes)
 	}
+	if len(w.Attempts) > MaxWebhookAttempts {
+		return nil, fmt.Errorf("%w: %d webhook attempts, limit %d", ErrTooLarge, len(w.Attempts), MaxWebhookAttempts)
+	}
+	var attempts []webhookAttempt
+	for _, a := range w.Attempts {
+		if len(a.Category) > maxAttemptCategory {
+			return nil, fmt.Errorf("%w: webhook attempt category over %d bytes", ErrTooLarge, maxAttemptCategory)
+		}
+		attempts = append(attempts, webhookAttempt{At: UnixNanos(a.At), Seq: a.Seq, Status: a.Status, Category: a.Category, Latency: a.Latency.Microseconds()})
+	}
 	b, err := json.Marshal(webhookBody{
 		Principal: w.Principal, Name: w.Name, URL: w.URL, Arguments: w.Arguments, Claims: w.Claims, Secrets: w.Secrets,
 		CreatedAt: UnixNanos(w.CreatedAt), UpdatedAt: UnixNanos(w.UpdatedAt), ExpiresAt: UnixNanos(w.ExpiresAt),
 		Verified: w.Verified, Watermark: w.Watermark, Lease: UnixNanos(w.LeaseUntil),
 		RSeq: w.Retry.Seq, RAttempts: w.Retry.Attempts, RFirst: UnixNanos(w.Retry.FirstAt), RNext: UnixNanos(w.Retry.NextAt), RAband: w.Retry.Abandoned, RGap: w.Retry.Gap,
 		Suspended: w.Status.Suspended, LastAt: UnixNanos(w.Status.LastDeliveryAt), LastError: w.Status.LastError, FailedAt: UnixNanos(w.Status.FailedSince),
+		Attempts: attempts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: encoding webhook subscription: %v", ErrInvalid, err)
@@ -172,8 +226,12 @@ func DecodeWebhook(topic, id string, version int64, b []byte) (*WebhookSubscript
 	if err := json.Unmarshal(b, &body); err != nil {
 		return nil, fmt.Errorf("decoding webhook subscription %q: %w", id, err)
 	}
+	var attempts []WebhookAttempt
+	for _, a := range body.Attempts {
+		attempts = append(attempts, WebhookAttempt{At: FromUnixNanos(a.At), Seq: a.Seq, Status: a.Status, Category: a.Category, Latency: time.Duration(a.Latency) * time.Microsecond})
+	}
 	return &WebhookSubscription{
-		Topic: topic, ID: id, Version: version,
+		Topic: topic, ID: id, Version: version, Attempts: attempts,
 		Principal: body.Principal, Name: body.Name, URL: body.URL, Arguments: body.Arguments, Claims: body.Claims, Secrets: body.Secrets,
 		CreatedAt: FromUnixNanos(body.CreatedAt), UpdatedAt: FromUnixNanos(body.UpdatedAt), ExpiresAt: FromUnixNanos(body.ExpiresAt),
 		Verified: body.Verified, Watermark: body.Watermark, LeaseUntil: FromUnixNanos(body.Lease),

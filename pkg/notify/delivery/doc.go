@@ -72,4 +72,16 @@
 // Options.SuspendAfter (1 h) of failures with no accepted delivery the
 // subscription is suspended until a refresh; a suspended subscription
 // without expiry is ended with a signed terminated envelope.
+//
+// # The operator's view
+//
+// Each attempt (events, gap envelopes) is kept in the subscription's
+// record, the last notify.MaxWebhookAttempts (8), written with the
+// delivery state at the next renewal or release (no request of its own).
+// Admin lists subscriptions by event type or principal with their state
+// and attempts, counts them per type, and suspends, resumes, deletes or
+// replays one (from a cursor or a time), by conditional writes that a
+// held delivery lease refuses (ErrBusy); it never returns a secret. The
+// MCP server's admin tools (package admintools) and `mcpush admin` are
+// built on it.
 package delivery

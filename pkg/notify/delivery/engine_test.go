@@ -334,6 +334,16 @@ func TestWebhookRetriesAndSuspension(t *testing.T) {
 		if err != nil || w.Watermark != 1 || w.Retry.Gap != 1 || w.Retry.Seq != 2 || w.Retry.Abandoned != 1 || w.Status.LastError != webhook.CategoryHTTP5xx || w.Status.Suspended {
 			t.Fatalf("%s after 2 failed attempts: %+v, %v; want the event abandoned with a gap owed, not suspended", id, w, err)
 		}
+		// Each attempt is kept in the record (the operator's view): the
+		// event's two, then the gap envelope's (at the next Seq).
+		if len(w.Attempts) != 3 {
+			t.Fatalf("%s: %d attempts recorded, want 3: %+v", id, len(w.Attempts), w.Attempts)
+		}
+		for i, a := range w.Attempts {
+			if a.Seq != int64(1+i/2) || a.Status != http.StatusServiceUnavailable || a.Category != webhook.CategoryHTTP5xx || a.Latency <= 0 || a.At.IsZero() {
+				t.Errorf("%s: attempt %d = %+v; want seq %d, 503, %s, a latency and a time", id, i, a, 1+i/2, webhook.CategoryHTTP5xx)
+			}
+		}
 	}
 	// Failures go on past SuspendAfter.
 	time.Sleep(450 * time.Millisecond)

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -358,12 +359,16 @@ func (cl *claim) attempt(ctx context.Context, ev *notify.TopicEvent, slot *slot,
 	cursor := eventcursor.Sign(e.o.CursorKey, eventcursor.Cursor{Name: w.Name, Topic: w.Topic, Seq: ev.Seq})
 	body, err := webhook.EventBody(id, w.Name, ev.ReceivedAt, eventcursor.ObjectData(ev.Data), cursor)
 	out := webhook.Outcome{Category: webhook.CategoryInvalidMessage, Err: err}
+	start := time.Now()
 	if err == nil {
 		out = e.o.Sender.Send(ctx, webhook.Message{ID: id, SubscriptionID: w.ID, URL: w.URL, Body: body, Secrets: cl.secrets})
 	}
 	cl.unsaved++
 	slot.done(out.OK())
 	now := e.o.Now()
+	if ctx.Err() == nil || out.OK() {
+		cl.record(ev.Seq, out, now, time.Since(start))
+	}
 	if ctx.Err() == nil || out.OK() {
 		metrics.Delivery(ctx, metrics.ModeWebhook, out.Category)
 	}
@@ -403,6 +408,12 @@ func (cl *claim) attempt(ctx context.Context, ev *notify.TopicEvent, slot *slot,
 		return true
 	}
 	return false
+}
+
+// record keeps an attempt in the record's history (the operator's view;
+// written with the delivery state at the next renewal or release).
+func (cl *claim) record(seq int64, out webhook.Outcome, at time.Time, latency time.Duration) {
+	cl.w.RecordAttempt(notify.WebhookAttempt{At: at, Seq: seq, Status: out.Status, Category: cmp.Or(out.Category, AttemptOK), Latency: latency})
 }
 
 // failed records a failed attempt at seq (an event, or the gap envelope
@@ -448,9 +459,13 @@ func (cl *claim) sendGap(ctx context.Context, slot *slot, c *Counts) bool {
 		w.Retry.Gap = 0
 		return true
 	}
+	start := time.Now()
 	out := e.o.Sender.Send(ctx, webhook.Message{ID: webhook.ControlID(webhook.ControlGap), SubscriptionID: w.ID, URL: w.URL, Body: body, Secrets: cl.secrets})
 	cl.unsaved++
 	slot.done(out.OK())
+	if ctx.Err() == nil || out.OK() {
+		cl.record(w.Watermark+1, out, e.o.Now(), time.Since(start))
+	}
 	cl.log.InfoContext(ctx, "webhook gap", "to", w.Retry.Gap, "status", out.Status, "category", out.Category)
 	if out.OK() || (!out.Retry && !policyRefusal(out)) {
 		if out.OK() {
@@ -511,7 +526,7 @@ func (cl *claim) release(ctx context.Context) {
 func merge(fresh, mine *notify.WebhookSubscription) *notify.WebhookSubscription {
 	suspended := mine.Status.Suspended && fresh.Status.Suspended == mine.Status.Suspended && !fresh.UpdatedAt.After(mine.UpdatedAt)
 	fresh.Watermark = max(fresh.Watermark, mine.Watermark)
-	fresh.Retry, fresh.Status = mine.Retry, mine.Status
+	fresh.Retry, fresh.Status, fresh.Attempts = mine.Retry, mine.Status, mine.Attempts
 	fresh.Status.Suspended = suspended
 	fresh.LeaseUntil = mine.LeaseUntil
 	return fresh

@@ -56,6 +56,14 @@ func testWebhooks(t *testing.T, s *suite) {
 	a.Retry = notify.WebhookRetry{Seq: 8, Attempts: 2, FirstAt: now, NextAt: now.Add(time.Minute), Abandoned: 1, Gap: 7}
 	a.Status = notify.WebhookStatus{Suspended: true, LastDeliveryAt: now.Add(-time.Hour), LastError: "http_5xx", FailedSince: now.Add(-time.Minute)}
 	a.LeaseUntil = now.Add(10 * time.Second)
+	// The last attempts, as the delivery engine records them (the
+	// operator's view): round-tripped, latency to the microsecond.
+	for i := range notify.MaxWebhookAttempts + 2 {
+		a.RecordAttempt(notify.WebhookAttempt{At: now.Add(time.Duration(i) * time.Second), Seq: int64(i), Status: 500 + i, Category: "http_5xx", Latency: time.Duration(1500+i) * time.Microsecond})
+	}
+	if len(a.Attempts) != notify.MaxWebhookAttempts || a.Attempts[0].Seq != 2 {
+		t.Fatalf("RecordAttempt kept %d attempts from seq %d, want the last %d", len(a.Attempts), a.Attempts[0].Seq, notify.MaxWebhookAttempts)
+	}
 	if err := ws.CreateWebhook(ctx, a, 3); err != nil || a.Version != 1 {
 		t.Fatalf("CreateWebhook = %v, version %d; want nil, 1", err, a.Version)
 	}
