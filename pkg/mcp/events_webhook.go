@@ -506,8 +506,12 @@ func (s *Server) refreshWebhook(ctx context.Context, ws WebhookStore, o *Webhook
 	w.SealSecrets(sealer, sec)
 	w.ExpiresAt, w.UpdatedAt = expires, now
 	if w.Status.Suspended {
+		// Reactivated: pending events are retried now, their window
+		// afresh, and the failure window too (else the next failure
+		// would suspend it again at once: it failed for an hour).
 		w.Status.Suspended = false
-		w.Retry.FirstAt, w.Retry.NextAt = now, now // retry pending events now, their window afresh
+		w.Status.FailedSince = time.Time{}
+		w.Retry.FirstAt, w.Retry.NextAt = now, now
 	}
 	if err := ws.UpdateWebhook(ctx, w); err != nil {
 		return nil, err

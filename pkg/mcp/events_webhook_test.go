@@ -252,8 +252,8 @@ func TestEventsSubscribe(t *testing.T) {
 			if r.Error != nil || ds == nil || ds["active"] != false || ds["lastError"] != "connection_refused" || ds["failedSince"] == nil {
 				t.Errorf("refresh of a suspended subscription: %+v %+v; want active false, lastError connection_refused (the wire category), failedSince", r.Result, r.Error)
 			}
-			if again, _ := ws.GetWebhook(ctx, topic, id); again == nil || again.Status.Suspended {
-				t.Errorf("after the refresh: %+v; want reactivated", again)
+			if again, _ := ws.GetWebhook(ctx, topic, id); again == nil || again.Status.Suspended || !again.Status.FailedSince.IsZero() {
+				t.Errorf("after the refresh: %+v; want reactivated, its failure window afresh", again)
 			}
 
 			// No expiry when asked.
