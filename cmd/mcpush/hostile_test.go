@@ -157,8 +157,7 @@ func tail(s string) string {
 
 // TestWatchFloodMemory: a server floods watch with 64 KiB events as fast
 // as it reads them, while watch's output is read slowly (200 KB/s), so its
-// handler cannot keep up; for 8 s, or until watch reports drops (at most
-// 40 s). The client's queue holds at most 1000
+// handler cannot keep up. The client's queue holds at most 1000
 // notifications / 32 MiB and drops the rest: watch's peak RSS stays under
 // 256 MB (unbounded, it grew past 1.4 GB), and watch says on stderr that
 // it dropped notifications.
@@ -187,16 +186,7 @@ func TestWatchFloodMemory(t *testing.T) {
 					}
 				}
 			}()
-			// At least the window; then until watch has dropped
-			// notifications and said so (how fast the flood fills the
-			// client's 32 MiB depends on the machine's load: under a
-			// full make test it can take longer than the window).
-			start := time.Now()
 			time.Sleep(window)
-			for !strings.Contains(p.stderr.String(), "notifications dropped so far") && time.Since(start) < 5*window {
-				time.Sleep(250 * time.Millisecond)
-			}
-			t.Logf("flooded for %v", time.Since(start).Round(time.Millisecond))
 			close(fast)
 			p.cmd.Process.Signal(os.Interrupt)
 			code, peak := p.wait(60 * time.Second)
