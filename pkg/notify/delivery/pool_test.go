@@ -397,3 +397,56 @@ func TestAccessRevokedWebhook(t *testing.T) {
 		t.Errorf("the sre subscriber got %v, want 1, 2", got)
 	}
 }
+
+// TestRefreshDuringBacklog: a refresh (another writer of the record)
+// during a long backlog makes the claim's renewal merge into the fresh
+// record; the events after it are still delivered once each, in order
+// (the run went on reading the log from the record it started with,
+// delivering 17 to 25 twice).
+func TestRefreshDuringBacklog(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	q := &memQueue{}
+	var id string
+	var n int
+	var mu sync.Mutex
+	rc := newRecorder(t, func(*http.Request) int {
+		mu.Lock()
+		n++
+		bump := n == 10
+		mu.Unlock()
+		if bump { // a refresh, as events/subscribe writes it
+			w, err := st.(Store).GetWebhook(ctx, "orders", id)
+			if err == nil {
+				w.UpdatedAt = time.Now()
+				err = st.(Store).UpdateWebhook(ctx, w)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		return 0
+	})
+	r := &poolRig{st: st, keys: [][]byte{[]byte("delivery-refresh-test-key-0123456789")}}
+	r.sealer, _ = notify.NewSealer(r.keys, notify.WebhookSealLabel)
+	allow, _ := webhook.ParseAllow(rc.srv.URL)
+	e, err := New(Options{Store: st.(Store), Queue: q, Sender: webhook.NewSender(webhook.Policy{Allow: allow}), Sealer: r.sealer, CursorKey: r.keys[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = r.subscribe(t, "ref", 1, rc.srv.URL)[0]
+	var want []string
+	for i := range 30 {
+		want = append(want, fmt.Sprint(i))
+		if _, _, err := st.AppendTopicEvent(ctx, "orders", fmt.Sprint("m", i), time.Now(), json.RawMessage(fmt.Sprintf(`{"n":"%d"}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.Handle(ctx, Task{Kind: KindSubscription, Topic: "orders", ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	q.drain(ctx, t, e)
+	if got := rc.events(id); !slices.Equal(got, want) {
+		t.Errorf("received %v\nwant     %v", got, want)
+	}
+}

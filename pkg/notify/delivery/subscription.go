@@ -219,6 +219,7 @@ func (cl *claim) run(ctx context.Context, t Task, slot *slot, c *Counts) (more b
 			if !cl.check(ctx) {
 				return false, nil
 			}
+			w = cl.w // a renewal may have merged into a fresh record
 			if !cl.sendGap(ctx, slot, c) {
 				return false, nil
 			}
@@ -251,6 +252,7 @@ func (cl *claim) run(ctx context.Context, t Task, slot *slot, c *Counts) (more b
 			if !cl.check(ctx) {
 				return false, nil
 			}
+			w = cl.w // a renewal may have merged into a fresh record
 			sent++
 			if !cl.attempt(ctx, ev, slot, c) || w.Retry.Gap != 0 {
 				if w.Retry.Gap != 0 && w.Retry.Seq == 0 {
