@@ -127,7 +127,7 @@ func (w *watcher) wakeAll() {
 // startFaults is where a new stream starts counting: the faults injected
 // before it opened are not its own, except a termination.
 func (es *eventStream) startFaults() {
-	es.faults = es.l.srv.opts.EventFaults.mark(es.e.Name)
+	es.faults = es.srv.opts.EventFaults.mark(es.topic.e.Name)
 	es.faults.terminated = false
 }
 
@@ -135,24 +135,24 @@ func (es *eventStream) startFaults() {
 // event type since it last looked (at most one error and one active, and
 // the termination), and whether the stream ends.
 func (es *eventStream) injected() ([]heldMsg, bool) {
-	f := es.l.srv.opts.EventFaults
+	f := es.srv.opts.EventFaults
 	if f == nil {
 		return nil, false
 	}
-	now := f.mark(es.e.Name)
+	now := f.mark(es.topic.e.Name)
 	var out []heldMsg
 	if es.faults.errors < now.errors {
 		es.faults.errors = now.errors
 		e := &Error{Code: CodeInternalError, Message: "UpstreamError: the event source failed; the subscription stays active", Data: json.RawMessage(`{"reason":"upstream"}`)}
-		out = append(out, es.notification(methodEventsError, map[string]any{"error": e}))
+		out = append(out, es.out.notification(methodEventsError, map[string]any{"error": e}))
 	}
 	if es.faults.gaps < now.gaps {
 		es.faults.gaps = now.gaps
 		out = append(out, es.active(true))
 	}
-	if now.terminated && !es.terminated {
+	if now.terminated && !es.out.terminated {
 		e := &Error{Code: CodeInternalError, Message: "Terminated: the event source ended the subscription", Data: json.RawMessage(`{"reason":"source_ended"}`)}
-		out = append(out, es.terminate(e))
+		out = append(out, es.out.terminate(e))
 		return out, true
 	}
 	return out, false

@@ -11,27 +11,50 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// events/stream (push): a held stream (held.go) of one subscription. It
-// reads the event type's topic log from its cursor, as events/poll does
-// (readEventsAfter), and writes each matching event as
-// notifications/events/event with the cursor after it (the signed cursor
-// of events/poll: a push cursor resumes a poll and a poll cursor a
-// stream). It is woken the way a listen stream is woken for a topic: it
-// is backed by a session in the store (never visible to the client)
-// subscribed to events://<topic>, so the ingest's fan-out of each event
-// appends a resources/updated to that session's log, the change feed
-// names the session, and the process's watcher wakes the stream, which
-// then reads the topic log. The backing session is a listen stream's
-// (listenPrincipal, notify.ListenState): it counts against
-// MaxListensPerPrincipal, a notifications/cancelled of the request ends
-// it (cancelListen), a crashed process's streams are reclaimed
-// (reclaimListens), and it is told of changes of the events registry,
-// which end the stream with notifications/events/terminated when its
-// event type is gone, no longer offers push, or no longer accepts its
-// arguments. Served in both eras: a POST of a 2025-era session, and a
-// 2026-era request; on Lambda it ends before the deadline like every
-// held stream (the empty StreamEventsResult), and the client opens a new
+// events/stream (push) is a held stream (held.go) of one subscription:
+// it writes each event of its event type's topic log that matches its
+// arguments as notifications/events/event, with the cursor after it (the
+// signed cursor of events/poll: a push cursor resumes a poll and a poll
+// cursor a stream). Served in both eras (a POST of a 2025-era session, a
+// 2026-era request). On Lambda it ends before the deadline like every
+// held stream (the empty StreamEventsResult) and the client opens a new
 // one from its cursor: nothing is parked, the cursor is the replay.
+//
+// The path of an event to the client, in the order the data flows:
+//
+//  1. Doorbell. The ingest appends the event to its topic's log and fans
+//     out a notifications/resources/updated of events://<topic> to every
+//     subscribed session (pkg/notify/ingest/fanout.go), the stream's
+//     backing session among them: a doorbell, never the event itself
+//     (the doorbell rule, stated at [Server.createBacking] and enforced
+//     by admitsInfo in fanout.go).
+//  2. Wake. The change feed names the backing session, and the
+//     process's watcher (watch.go) wakes the stream's loop,
+//     [heldStream.run].
+//  3. Read. [eventStream.read] reads the doorbell: [doorbell.read] polls
+//     the backing session's log through [Server.pollGetLog]
+//     (getstream.go: one GetSession, and a ReadEvents when the log's head
+//     moved), noting a cancellation and a notifications/events/list_changed,
+//  4. and refreshes the backing session's expiry, one write per half its
+//     ttl ([listenStream.refresh], [Server.updateSessionIf]).
+//  5. Recheck. After a list_changed, [eventStream.checkType] looks the
+//     event type up again ([Server.eventType] → [Server.eventTypes] →
+//     [Server.registry]), ends the stream if the subscription no longer
+//     holds, and moves the doorbell if the type moved to another topic
+//     ([doorbell.move]).
+//  6. Topic. [topicReader.read] reads the topic's log after the stream's
+//     position through [Server.readEventsAfter] (events_poll.go), as
+//     events/poll does: the same position yields the same events.
+//  7. Frame. [eventFrames] makes each event a notifications/events/event
+//     with its cursor (and the active, heartbeat and terminated
+//     notifications); [heldStream.run] writes each as an SSE frame.
+//
+// The backing session is a listen stream's ([listenPrincipal],
+// notify.ListenState): it counts against MaxListensPerPrincipal, a
+// notifications/cancelled of the request ends the stream
+// ([Server.cancelListen]), a crashed process's streams are reclaimed
+// ([Server.reclaimListens]), and a DELETE of the 2025-era session it was
+// opened in ends it ([Server.endEventStreams]).
 
 // Bounds and intervals of events/stream.
 const (
@@ -76,169 +99,321 @@ func (h *StreamableHandler) heartbeatEvery() time.Duration {
 	return min(h.opts.KeepAlive, MaxEventsHeartbeat)
 }
 
-// eventStream is one events/stream: its subscription, its position in
-// the topic's log and its backing session (a listenStream, for its
-// refresh and removal). Not safe for concurrent use: one goroutine
-// serves a stream.
+// eventStream is one events/stream, and the heldSource of its held
+// stream. It is composed of three parts that know nothing of one
+// another: its doorbell (the backing session that wakes it), its
+// topicReader (the subscription and its position in the topic's log) and
+// its eventFrames (the notifications it writes, and their heartbeat).
+// Not safe for concurrent use: one goroutine serves a stream.
 type eventStream struct {
-	l       *listenStream
-	e       *notify.EventItem
-	args    json.RawMessage
-	filters map[string]json.RawMessage
-	pos     int64 // the topic log's position read up to
-	// floor is now less the request's maxAgeMs: the first read skips
-	// events received before it.
-	floor time.Time
-	// pending is the first read, made before the stream was confirmed
-	// (its truncated flag goes into notifications/events/active).
-	pending   *eventsRead
-	heartbeat time.Duration
-	// lastBeat is when the last heartbeat (or the confirmation) was
-	// written: the next is due heartbeat after it, whatever was written
-	// since.
-	lastBeat  time.Time
-	lastTopic time.Time // the last read of the topic log
-
+	srv   *Server
+	bell  doorbell
+	topic topicReader
+	out   eventFrames
 	// recheck: the events registry changed, and the event type is to be
 	// looked at again (until a look succeeds).
-	recheck    bool
-	terminated bool
+	recheck bool
 	// faults: the injected faults reported (ServerOptions.EventFaults,
 	// events_faults.go; test builds only).
 	faults faultMark
 }
 
-// meta is the _meta of the stream's notifications.
-func (es *eventStream) meta() map[string]json.RawMessage {
-	return map[string]json.RawMessage{metaSubscriptionID: es.l.id}
+// doorbell is an events stream's backing session, whose log is read only
+// for what rings it: a notifications/resources/updated of the topic (the
+// ingest's fan-out of an event: never the event itself, see
+// [Server.createBacking]), a notifications/events/list_changed, and the
+// cancellation of the stream's request. It is a listen stream's backing
+// session without a filter, so that what counts, cancels, reclaims and
+// refreshes listen streams does so for events streams too.
+type doorbell struct{ l *listenStream }
+
+// ring is what one read of a doorbell found.
+type ring struct {
+	logged      bool // something was logged: the topic's log may have moved
+	listChanged bool // the events registry changed
+	cancelled   bool // a notifications/cancelled of the request: end, with no response
+	more        bool // a full batch: read again at once
 }
 
-func (es *eventStream) cursor() *string {
-	c := es.l.srv.states.signCursor(eventCursor{Name: es.e.Name, Topic: es.e.Topic, Seq: es.pos})
+// read reads what rang since the last read ([Server.pollGetLog]: an idle
+// read is one GetSession) and, when the read succeeded, extends the
+// backing session's expiry if due ([listenStream.refresh]). An error may
+// come with a ring (a failed registry check, see pollGetLog).
+func (d doorbell) read(ctx context.Context, registryAge time.Duration) (ring, error) {
+	l := d.l
+	logged, err := l.srv.pollGetLog(ctx, l.sess, l.after, false, registryAge)
+	if err != nil && len(logged) == 0 {
+		return ring{}, err
+	}
+	var r ring
+	for _, ev := range logged {
+		l.after = ev.Seq
+		if string(ev.Data) == string(listenCancel(l.id)) {
+			return ring{cancelled: true}, nil
+		}
+		var m struct {
+			Method string `json:"method"`
+		}
+		if json.Unmarshal(ev.Data, &m) == nil && m.Method == methodEventsListChanged {
+			r.listChanged = true
+		}
+	}
+	r.logged, r.more = len(logged) > 0, len(logged) == readBatch
+	if err == nil {
+		l.refresh(ctx)
+	}
+	return r, err
+}
+
+// move subscribes the backing session to topic to instead of from: the
+// event type moved. Failing to unsubscribe from from is logged (the
+// session is then woken by both topics' events).
+func (d doorbell) move(ctx context.Context, from, to string) error {
+	s, id := d.l.srv, d.l.sess.ID()
+	if err := s.store.Subscribe(ctx, id, topicURI(to)); err != nil {
+		return fmt.Errorf("subscribing to the event type's new topic: %w", err)
+	}
+	if err := s.store.Unsubscribe(ctx, id, topicURI(from)); err != nil && !errors.Is(err, notify.ErrNotFound) {
+		s.log.WarnContext(ctx, "unsubscribing an events stream from its old topic", "stream", id, "err", err)
+	}
+	return nil
+}
+
+// upkeepIn is how long until the backing session's refresh is due
+// ([listenStream.chores]).
+func (d doorbell) upkeepIn() time.Duration { return d.l.chores() }
+
+// refresh extends the backing session's expiry if due
+// ([listenStream.refresh]).
+func (d doorbell) refresh(ctx context.Context) { d.l.refresh(ctx) }
+
+// close deletes the backing session: the stream no longer rings.
+func (d doorbell) close(ctx context.Context) { d.l.close(ctx) }
+
+// topicReader is an events stream's subscription (its event type and
+// arguments) and its position in the type's topic log.
+type topicReader struct {
+	srv     *Server
+	e       *notify.EventItem
+	args    json.RawMessage
+	filters map[string]json.RawMessage
+	pos     int64 // the topic log's position read up to; < 0 before the first read: from the head
+	// floor is now less the request's maxAgeMs: the first read skips
+	// events received before it.
+	floor time.Time
+	// pending is the first read, made before the stream was confirmed,
+	// whose events are not written yet.
+	pending  *eventsRead
+	lastRead time.Time // the last read of the topic's log
+}
+
+// cursorAt is the signed cursor of position seq of the topic's log.
+func (t *topicReader) cursorAt(seq int64) *string {
+	c := t.srv.states.signCursor(eventCursor{Name: t.e.Name, Topic: t.e.Topic, Seq: seq})
 	return &c
 }
 
-func (es *eventStream) notification(method string, params map[string]any) heldMsg {
-	params["_meta"] = es.meta()
+// cursor is the signed cursor of the position read up to.
+func (t *topicReader) cursor() *string { return t.cursorAt(t.pos) }
+
+// start makes the first read: the topic's head when the stream starts
+// from now, else the replay from the cursor (up to streamReadEvents
+// events, kept as pending; what follows is read once the stream is
+// watched). It reports whether the stream starts at a gap: truncated
+// already (the type moved to another topic), or the log no longer keeps
+// what followed the cursor, or maxAgeMs skipped events.
+func (t *topicReader) start(ctx context.Context, truncated bool) (bool, error) {
+	if t.pos < 0 {
+		head, err := t.srv.store.TopicHead(ctx, t.e.Topic)
+		if err != nil {
+			return false, err
+		}
+		t.pos = head
+		return truncated, nil
+	}
+	r, err := t.srv.readEventsAfter(ctx, t.e, t.filters, t.pos, t.floor, streamReadEvents)
+	if err != nil {
+		return false, err
+	}
+	if r.truncated {
+		truncated = true
+		t.skipGap(r)
+	}
+	t.pending = r
+	return truncated, nil
+}
+
+// read reads the topic's log after the position, at now
+// ([Server.readEventsAfter]). At a gap (r.truncated: the log no longer
+// keeps what came after the position) it moves the position to just
+// before what r found; [topicReader.advance] moves it past r.
+func (t *topicReader) read(ctx context.Context, now time.Time) (*eventsRead, error) {
+	r, err := t.srv.readEventsAfter(ctx, t.e, t.filters, t.pos, time.Time{}, streamReadEvents)
+	if err != nil {
+		return nil, err
+	}
+	t.lastRead = now
+	if r.truncated {
+		t.skipGap(r)
+	}
+	return r, nil
+}
+
+// skipGap moves the position to just before the first event r found, or
+// to where r read up to if it found none.
+func (t *topicReader) skipGap(r *eventsRead) {
+	if len(r.seqs) > 0 {
+		t.pos = r.seqs[0] - 1
+	} else {
+		t.pos = r.pos
+	}
+}
+
+// advance moves the position past what r read, once its events are
+// framed.
+func (t *topicReader) advance(r *eventsRead) { t.pos = r.pos }
+
+// eventFrames are the notifications an events stream writes, each with
+// the subscription id in its _meta, and the heartbeat's schedule.
+type eventFrames struct {
+	id        json.RawMessage // the subscription id: the request's id
+	heartbeat time.Duration   // the interval of heartbeats
+	// lastBeat is when the last heartbeat (or the confirmation) was
+	// written: the next is due heartbeat after it, whatever was written
+	// since.
+	lastBeat   time.Time
+	terminated bool // a notifications/events/terminated was made
+}
+
+// notification is a notification of the stream, with params and the
+// subscription id.
+func (f *eventFrames) notification(method string, params map[string]any) heldMsg {
+	params["_meta"] = map[string]json.RawMessage{metaSubscriptionID: f.id}
 	b, _ := encodeNotification(method, params)
 	return heldMsg{data: b, quiet: method == methodEventsHeartbeat}
 }
 
-func (es *eventStream) active(truncated bool) heldMsg {
-	return es.notification(methodEventsActive, map[string]any{"cursor": es.cursor(), "truncated": truncated})
+// active is notifications/events/active: the confirmation, and after a
+// gap a fresh one with truncated.
+func (f *eventFrames) active(cursor *string, truncated bool) heldMsg {
+	return f.notification(methodEventsActive, map[string]any{"cursor": cursor, "truncated": truncated})
 }
 
-func (es *eventStream) heartbeatMsg() heldMsg {
-	return es.notification(methodEventsHeartbeat, map[string]any{"cursor": es.cursor()})
+// beat is notifications/events/heartbeat with the position read up to.
+func (f *eventFrames) beat(cursor *string) heldMsg {
+	return f.notification(methodEventsHeartbeat, map[string]any{"cursor": cursor})
 }
 
-func (es *eventStream) terminate(e *Error) heldMsg {
-	es.terminated = true
-	return es.notification(methodEventsTerminated, map[string]any{"error": e})
+// terminate is notifications/events/terminated, which ends the stream.
+func (f *eventFrames) terminate(e *Error) heldMsg {
+	f.terminated = true
+	return f.notification(methodEventsTerminated, map[string]any{"error": e})
 }
 
-// result is the empty StreamEventsResult that ends the stream.
-func (es *eventStream) result() []byte { return es.l.result() }
-
-// events turns a read into notifications/events/event, each with the
-// cursor after it, and moves the stream's position to the read's.
-func (es *eventStream) events(r *eventsRead) []heldMsg {
+// events is a notifications/events/event of each of r's events, with the
+// cursor after it (cursorAt of its position) and the event's own _meta.
+func (f *eventFrames) events(r *eventsRead, cursorAt func(int64) *string) []heldMsg {
 	var out []heldMsg
 	for i, occ := range r.events {
-		c := es.l.srv.states.signCursor(eventCursor{Name: es.e.Name, Topic: es.e.Topic, Seq: r.seqs[i]})
-		meta := es.meta()
+		meta := map[string]json.RawMessage{metaSubscriptionID: f.id}
 		for k, v := range occ.Meta {
 			meta[k], _ = json.Marshal(v)
 		}
 		b, _ := encodeNotification(methodEventsEvent, map[string]any{
-			"eventId": occ.EventID, "name": occ.Name, "timestamp": occ.Timestamp, "data": occ.Data, "cursor": c, "_meta": meta,
+			"eventId": occ.EventID, "name": occ.Name, "timestamp": occ.Timestamp, "data": occ.Data, "cursor": cursorAt(r.seqs[i]), "_meta": meta,
 		})
 		out = append(out, heldMsg{data: b})
 	}
-	es.pos = r.pos
 	return out
+}
+
+// beatIn is how long after now the next heartbeat is due (<= 0: due).
+func (f *eventFrames) beatIn(now time.Time) time.Duration { return f.heartbeat - now.Sub(f.lastBeat) }
+
+// result is the empty StreamEventsResult that ends the stream.
+func (f *eventFrames) result() []byte { return emptyStreamResult(f.id) }
+
+// active is the stream's notifications/events/active at its position.
+func (es *eventStream) active(truncated bool) heldMsg {
+	return es.out.active(es.topic.cursor(), truncated)
+}
+
+// heartbeat is the stream's heartbeat: the position read up to, so that
+// the client's cursor advances while no event matches.
+func (es *eventStream) heartbeat() heldMsg { return es.out.beat(es.topic.cursor()) }
+
+// events frames r's events and moves the position past r.
+func (es *eventStream) events(r *eventsRead) []heldMsg {
+	msgs := es.out.events(r, es.topic.cursorAt)
+	es.topic.advance(r)
+	return msgs
 }
 
 // checkType looks at the event type again after a change of the events
 // registry: a terminated message if the subscription no longer holds (the
 // type is gone, offers no push, or its inputSchema refuses the
 // arguments); a notifications/events/active with truncated if the type
-// moved to another topic (the stream goes on from that topic's head, as
-// a poll does); nothing otherwise.
+// moved to another topic (the doorbell moves with it, and the stream goes
+// on from that topic's head, as a poll does); nothing otherwise.
 func (es *eventStream) checkType(ctx context.Context) ([]heldMsg, error) {
-	s := es.l.srv
-	e, err := s.eventType(ctx, es.e.Name, notify.DeliveryPush)
+	s, t := es.srv, &es.topic
+	e, err := s.eventType(ctx, t.e.Name, notify.DeliveryPush)
 	var rpcErr *Error
 	if errors.As(err, &rpcErr) {
-		return []heldMsg{es.terminate(rpcErr)}, nil
+		return []heldMsg{es.out.terminate(rpcErr)}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	if !bindHolds(ctx, e, es.args) {
-		return []heldMsg{es.terminate(s.eventForbidden(e.Name))}, nil
+	if !bindHolds(ctx, e, t.args) {
+		return []heldMsg{es.out.terminate(s.eventForbidden(e.Name))}, nil
 	}
-	filters, err := eventFilter(e, es.args)
+	filters, err := eventFilter(e, t.args)
 	if errors.As(err, &rpcErr) {
-		return []heldMsg{es.terminate(rpcErr)}, nil
+		return []heldMsg{es.out.terminate(rpcErr)}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	old := es.e
-	es.e, es.filters = e, filters
+	old := t.e
+	if e.Topic != old.Topic {
+		if err := es.bell.move(ctx, old.Topic, e.Topic); err != nil {
+			return nil, err
+		}
+	}
+	t.e, t.filters = e, filters
 	if e.Topic == old.Topic {
 		return nil, nil
-	}
-	id := es.l.sess.ID()
-	if err := s.store.Subscribe(ctx, id, topicURI(e.Topic)); err != nil {
-		es.e = old
-		return nil, fmt.Errorf("subscribing to the event type's new topic: %w", err)
-	}
-	if err := s.store.Unsubscribe(ctx, id, topicURI(old.Topic)); err != nil && !errors.Is(err, notify.ErrNotFound) {
-		s.log.WarnContext(ctx, "unsubscribing an events stream from its old topic", "stream", id, "err", err)
 	}
 	head, err := s.store.TopicHead(ctx, e.Topic)
 	if err != nil {
 		return nil, err
 	}
-	es.pos = head
+	t.pos = head
 	return []heldMsg{es.active(true)}, nil
 }
 
-// eventSource is the heldSource of an events/stream.
-type eventSource eventStream
-
-func (src *eventSource) read(ctx context.Context, age time.Duration) (heldBatch, error) {
-	es := (*eventStream)(src)
-	s, l := es.l.srv, es.l
-	if r := es.pending; r != nil {
+// read is the heldSource's read: the pending first read, else the
+// doorbell, a recheck of the event type if the registry changed, any
+// injected faults, the topic's log when the doorbell rang (or at the
+// stream's own check: a lost wake-up), and a heartbeat if due.
+func (es *eventStream) read(ctx context.Context, age time.Duration) (heldBatch, error) {
+	s := es.srv
+	if r := es.topic.pending; r != nil {
 		// The first read, made before the confirmation; read again at
 		// once, as the watcher was registered only now.
-		es.pending = nil
+		es.topic.pending = nil
 		return heldBatch{msgs: es.events(r), more: true}, nil
 	}
-	logged, err := s.pollGetLog(ctx, l.sess, l.after, false, age)
-	if err != nil && len(logged) == 0 {
+	rang, err := es.bell.read(ctx, age)
+	if rang.cancelled {
+		return heldBatch{end: true}, nil // cancelled: no response
+	}
+	if err != nil && !rang.logged {
 		return heldBatch{}, err
 	}
-	var b heldBatch
-	for _, ev := range logged {
-		l.after = ev.Seq
-		if string(ev.Data) == string(listenCancel(l.id)) {
-			return heldBatch{end: true}, nil // cancelled: no response
-		}
-		var m struct {
-			Method string `json:"method"`
-		}
-		if json.Unmarshal(ev.Data, &m) == nil && m.Method == methodEventsListChanged {
-			es.recheck = true
-		}
-	}
-	b.more = len(logged) == readBatch
-	if err == nil {
-		l.refresh(ctx)
-	}
+	es.recheck = es.recheck || rang.listChanged
+	b := heldBatch{more: rang.more}
 	if es.recheck {
 		msgs, err := es.checkType(ctx)
 		if err != nil {
@@ -246,7 +421,7 @@ func (src *eventSource) read(ctx context.Context, age time.Duration) (heldBatch,
 		}
 		es.recheck = false
 		b.msgs = append(b.msgs, msgs...)
-		if es.terminated {
+		if es.out.terminated {
 			b.end = true
 			return b, nil
 		}
@@ -259,58 +434,47 @@ func (src *eventSource) read(ctx context.Context, age time.Duration) (heldBatch,
 		}
 	}
 	now := s.opts.Now()
-	// The topic's log is read when the feed woke the stream for it (its
-	// backing session's log moved), and at each of the stream's own
-	// checks (a lost hint).
-	if len(logged) > 0 || now.Sub(es.lastTopic) >= s.idleCheckEvery() {
-		r, rerr := s.readEventsAfter(ctx, es.e, es.filters, es.pos, time.Time{}, streamReadEvents)
+	// The topic's log is read when the doorbell rang, and at each of the
+	// stream's own checks (a lost wake-up).
+	if rang.logged || now.Sub(es.topic.lastRead) >= s.idleCheckEvery() {
+		r, rerr := es.topic.read(ctx, now)
 		if rerr != nil {
 			return b, rerr
 		}
-		es.lastTopic = now
 		if r.truncated {
-			// A gap (the log no longer keeps what came after the
-			// position): a fresh active with truncated, and on.
-			if len(r.seqs) > 0 {
-				es.pos = r.seqs[0] - 1
-			} else {
-				es.pos = r.pos
-			}
-			b.msgs = append(b.msgs, es.active(true))
+			b.msgs = append(b.msgs, es.active(true)) // a gap: a fresh active with truncated, and on
 		}
 		b.msgs = append(b.msgs, es.events(r)...)
 		b.more = b.more || r.hasMore
 	}
-	if now.Sub(es.lastBeat) >= es.heartbeat {
-		b.msgs = append(b.msgs, es.heartbeatMsg()) // after the events: their position
+	if es.out.beatIn(now) <= 0 {
+		b.msgs = append(b.msgs, es.heartbeat()) // after the events: their position
 	}
 	return b, err
 }
 
 // wrote notes when a heartbeat was written (the quiet message): only a
 // heartbeat puts the next one off.
-func (src *eventSource) wrote(m heldMsg) {
+func (es *eventStream) wrote(m heldMsg) {
 	if m.quiet {
-		src.lastBeat = src.l.srv.opts.Now()
+		es.out.lastBeat = es.srv.opts.Now()
 	}
 }
 
-func (src *eventSource) delivered(context.Context, bool) {}
+func (es *eventStream) delivered(context.Context, bool) {}
 
 // upkeepIn is when the next heartbeat, or the backing session's refresh,
 // is due.
-func (src *eventSource) upkeepIn(now time.Time) time.Duration {
-	return min(src.heartbeat-now.Sub(src.lastBeat), src.l.chores())
+func (es *eventStream) upkeepIn(now time.Time) time.Duration {
+	return min(es.out.beatIn(now), es.bell.upkeepIn())
 }
 
 // upkeep refreshes the backing session if due and returns a heartbeat
-// if due: the position read up to, so that the client's cursor advances
-// while no event matches.
-func (src *eventSource) upkeep(ctx context.Context) []heldMsg {
-	es := (*eventStream)(src)
-	es.l.refresh(ctx)
-	if es.l.srv.opts.Now().Sub(es.lastBeat) >= es.heartbeat {
-		return []heldMsg{es.heartbeatMsg()}
+// if due.
+func (es *eventStream) upkeep(ctx context.Context) []heldMsg {
+	es.bell.refresh(ctx)
+	if es.out.beatIn(es.srv.opts.Now()) <= 0 {
+		return []heldMsg{es.heartbeat()}
 	}
 	return nil
 }
@@ -320,17 +484,16 @@ func (src *eventSource) upkeep(ctx context.Context) []heldMsg {
 // to) and the empty result, and after a termination with the result; a
 // cancelled stream, or one whose client left, gets nothing. The backing
 // session is deleted in every case.
-func (src *eventSource) finish(ctx context.Context, sse *sseWriter, why heldEnd) {
-	es := (*eventStream)(src)
+func (es *eventStream) finish(ctx context.Context, sse *sseWriter, why heldEnd) {
 	switch {
 	case why == endDeadline || why == endGone:
-		if sse.event("", es.heartbeatMsg().data) == nil {
-			sse.event("", es.result())
+		if sse.event("", es.heartbeat().data) == nil {
+			sse.event("", es.out.result())
 		}
-	case why == endDone && es.terminated:
-		sse.event("", es.result())
+	case why == endDone && es.out.terminated:
+		sse.event("", es.out.result())
 	}
-	es.l.close(ctx)
+	es.bell.close(ctx)
 }
 
 // eventsStreamCapabilities are the client capabilities of an events
@@ -374,49 +537,34 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 		h.storeFailure(ctx, w, era, m.ID, err, "reading registry hashes")
 		return
 	}
-	ttl := h.listenTTL()
-	now := s.opts.Now()
-	info := notify.ListenState{Process: process, Request: canonicalID(m.ID), Session: ss.ID()}
-	st := &notify.Session{
-		ID:                 "evstream-" + randomID(16),
-		Principal:          listenPrincipal(owner),
-		ProtocolVersion:    ss.ProtocolVersion(),
-		Listen:             info,
-		ClientCapabilities: eventsStreamCapabilities,
-		Initialized:        true,
-		// At the highest level the ingest fans out only
-		// resources/updated to it: the wake-up.
-		LogLevel:       string(loggingLevels[len(loggingLevels)-1]),
-		CreatedAt:      now,
-		ExpiresAt:      now.Add(ttl),
-		NotifiedHashes: hashes,
-		Subscriptions:  []string{topicURI(es.e.Topic)},
-	}
-	if err := s.store.CreateSession(ctx, st); err != nil {
+	l, err := s.createBacking(ctx, &backing{
+		kind: "evstream", ss: ss, owner: owner, id: m.ID, filter: &SubscriptionFilter{}, process: process,
+		session: ss.ID(), caps: eventsStreamCapabilities, hashes: hashes, subs: []string{topicURI(es.topic.e.Topic)}, ttl: h.listenTTL(),
+	})
+	if err != nil {
 		h.storeFailure(ctx, w, era, m.ID, err, "creating the events stream's backing session")
 		return
 	}
-	es.l = &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: m.ID,
-		filter: &SubscriptionFilter{}, ttl: ttl, info: info}
+	es.bell = doorbell{l}
 	// Subscribed before the first read: an event appended after it is
 	// fanned out to the backing session, one before it is read now.
 	first, err := es.start(ctx, truncated)
 	if err != nil {
-		es.l.close(ctx)
+		es.bell.close(ctx)
 		h.storeFailure(ctx, w, era, m.ID, err, "reading the event type's topic")
 		return
 	}
-	es.heartbeat = h.heartbeatEvery()
-	es.lastTopic = s.opts.Now()
+	es.out.heartbeat = h.heartbeatEvery()
+	es.topic.lastRead = s.opts.Now()
 	es.startFaults()
 	sse := newSSEWriter(w)
 	sse.start()
 	if sse.event("", first.data) != nil {
-		es.l.close(ctx)
+		es.bell.close(ctx)
 		return
 	}
-	es.lastBeat = s.opts.Now() // the confirmation: the first heartbeat is due heartbeat after it
-	hs := &heldStream{h: h, sse: sse, src: (*eventSource)(es), session: st.ID, hold: h.opts.StreamHold, watchFirst: true, hooks: h.heldHooks}
+	es.out.lastBeat = s.opts.Now() // the confirmation: the first heartbeat is due heartbeat after it
+	hs := &heldStream{h: h, sse: sse, src: es, session: l.sess.ID(), hold: h.opts.StreamHold, watchFirst: true, hooks: h.heldHooks}
 	hs.run(ctx)
 }
 
@@ -446,7 +594,7 @@ func (s *Server) checkEventStream(ctx context.Context, _ *ServerSession, m *Mess
 	if err != nil {
 		return nil, false, err
 	}
-	es := &eventStream{e: e, args: args, filters: filters, pos: -1}
+	es := &eventStream{srv: s, out: eventFrames{id: m.ID}, topic: topicReader{srv: s, e: e, args: args, filters: filters, pos: -1}}
 	if p.MaxAgeMs != nil && *p.MaxAgeMs < 0 {
 		return nil, false, Errorf(CodeInvalidParams, "invalid params: maxAgeMs must not be negative")
 	}
@@ -460,43 +608,22 @@ func (s *Server) checkEventStream(ctx context.Context, _ *ServerSession, m *Mess
 	if c.Topic != e.Topic {
 		return es, true, nil // moved: from the new topic's head, truncated
 	}
-	es.pos = c.Seq
+	es.topic.pos = c.Seq
 	if p.MaxAgeMs != nil {
-		es.floor = s.opts.Now().Add(-time.Duration(min(*p.MaxAgeMs, int64(1<<62)/int64(time.Millisecond))) * time.Millisecond)
+		es.topic.floor = s.opts.Now().Add(-time.Duration(min(*p.MaxAgeMs, int64(1<<62)/int64(time.Millisecond))) * time.Millisecond)
 	}
 	return es, false, nil
 }
 
-// start makes the stream's first read (the replay from its cursor, up to
-// streamReadEvents events; what follows is read once the stream is
-// watched) and returns its confirmation, notifications/events/active,
-// with truncated when the position was a gap, the log no longer keeps
-// what followed the cursor, or maxAgeMs skipped events.
+// start makes the stream's first read ([topicReader.start]) and returns
+// its confirmation, notifications/events/active, with truncated when the
+// stream starts at a gap.
 func (es *eventStream) start(ctx context.Context, truncated bool) (heldMsg, error) {
-	s := es.l.srv
-	if es.pos < 0 {
-		head, err := s.store.TopicHead(ctx, es.e.Topic)
-		if err != nil {
-			return heldMsg{}, err
-		}
-		es.pos = head
-		return es.active(truncated), nil
-	}
-	r, err := s.readEventsAfter(ctx, es.e, es.filters, es.pos, es.floor, streamReadEvents)
+	truncated, err := es.topic.start(ctx, truncated)
 	if err != nil {
 		return heldMsg{}, err
 	}
-	if r.truncated {
-		truncated = true
-		if len(r.seqs) > 0 {
-			es.pos = r.seqs[0] - 1
-		} else {
-			es.pos = r.pos
-		}
-	}
-	msg := es.active(truncated)
-	es.pending = r
-	return msg, nil
+	return es.active(truncated), nil
 }
 
 // endEventStreams ends the events streams opened in the 2025-era session

@@ -302,36 +302,86 @@ func (s *Server) openListen(ctx context.Context, ss *ServerSession, owner string
 	// with a check of the session: 6 or more write units each); the rest
 	// one by one.
 	first := min(len(uris), listenCreateSubs)
-	now := s.opts.Now()
-	info := notify.ListenState{Process: process, Request: canonicalID(id)}
-	st := &notify.Session{
-		ID:                 "listen-" + randomID(16),
-		Principal:          listenPrincipal(owner),
-		ProtocolVersion:    ss.ProtocolVersion(),
-		Listen:             info,
-		ClientCapabilities: ss.state.ClientCapabilities,
-		Initialized:        true,
-		// A listen stream carries no log messages: at the highest level
-		// the ingest fans out only resources/updated to it.
-		LogLevel:       string(loggingLevels[len(loggingLevels)-1]),
-		CreatedAt:      now,
-		ExpiresAt:      now.Add(ttl),
-		NotifiedHashes: hashes,
-		Subscriptions:  slices.Compact(slices.Sorted(slices.Values(uris[:first]))),
-	}
-	if err := s.store.CreateSession(ctx, st); err != nil {
+	l, err := s.createBacking(ctx, &backing{
+		kind: "listen", ss: ss, owner: owner, id: id, filter: ack, process: process,
+		caps: ss.state.ClientCapabilities, hashes: hashes, subs: uris[:first], ttl: ttl,
+	})
+	if err != nil {
 		s.releaseLiveness(ctx)
 		return nil, fmt.Errorf("creating the backing session: %w", err)
 	}
-	l := &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: ss.Principal(), id: id, filter: ack, ttl: ttl, info: info}
 	for _, uri := range uris[first:] {
-		if err := s.store.Subscribe(ctx, st.ID, uri); err != nil {
+		if err := s.store.Subscribe(ctx, l.sess.ID(), uri); err != nil {
 			l.close(ctx)
 			s.releaseLiveness(ctx)
 			return nil, fmt.Errorf("subscribing to %s: %w", uri, err)
 		}
 	}
 	return l, nil
+}
+
+// backing is what a held stream's backing session is made of
+// ([Server.createBacking]).
+type backing struct {
+	kind  string         // the session id's prefix: "listen" or "evstream"
+	ss    *ServerSession // the session or request the stream was opened in: its principal and protocol version
+	owner string         // quotaPrincipal of the client: the session's principal is listenPrincipal of it
+	id    json.RawMessage
+	// filter is what the stream delivers of its log: a listen stream's
+	// acknowledged filter; none for an events stream, which reads its
+	// log only as a doorbell.
+	filter  *SubscriptionFilter
+	process string // the liveness record of the process serving the stream (holdLiveness)
+	// session is the 2025-era session an events stream was opened in
+	// (endEventStreams); "" for a listen stream.
+	session string
+	// caps are the client capabilities the session is created with,
+	// which decide whether it is told of changes of the events registry
+	// (notifiedKinds).
+	caps   json.RawMessage
+	hashes map[string]string // the registries' hashes now: the baseline, nothing from before the stream
+	subs   []string          // the URIs subscribed in the write that creates the session
+	ttl    time.Duration     // the session's expiry after the stream's refresh
+}
+
+// createBacking creates the backing session of a held stream, a
+// subscriptions/listen stream's (openListen) or an events/stream's
+// (serveEventStream), and returns the stream's listenStream. It is the
+// one place a backing session is made. The session is never visible to
+// the client: its principal is [listenPrincipal] of b.owner, so that it
+// counts against MaxListensPerPrincipal and a cancellation, an adoption
+// or a reclaim finds it ([Server.listenProfiles]); its Listen records the
+// process and the request serving it.
+//
+// The doorbell rule: the ingest puts only a notifications/resources/updated
+// of a subscribed URI (a doorbell) into a backing session, never the
+// notifications/message that carries an event's payload. The session's
+// log level, the highest, states it; the ingest's fan-out enforces it
+// (admitsInfo, in pkg/notify/ingest/fanout.go). A listen stream's filter
+// admits no log message anyway ([SubscriptionFilter.admits]); an events
+// stream reads its events from the topic's log ([Server.readEventsAfter]),
+// and its backing session's log only wakes it ([doorbell]).
+func (s *Server) createBacking(ctx context.Context, b *backing) (*listenStream, error) {
+	now := s.opts.Now()
+	info := notify.ListenState{Process: b.process, Request: canonicalID(b.id), Session: b.session}
+	st := &notify.Session{
+		ID:                 b.kind + "-" + randomID(16),
+		Principal:          listenPrincipal(b.owner),
+		ProtocolVersion:    b.ss.ProtocolVersion(),
+		Listen:             info,
+		ClientCapabilities: b.caps,
+		Initialized:        true,
+		LogLevel:           string(loggingLevels[len(loggingLevels)-1]), // the doorbell rule
+		CreatedAt:          now,
+		ExpiresAt:          now.Add(b.ttl),
+		NotifiedHashes:     b.hashes,
+		Subscriptions:      slices.Compact(slices.Sorted(slices.Values(b.subs))),
+	}
+	if err := s.store.CreateSession(ctx, st); err != nil {
+		return nil, err
+	}
+	return &listenStream{srv: s, sess: &ServerSession{srv: s, state: st}, principal: b.ss.Principal(), id: b.id,
+		filter: b.filter, ttl: b.ttl, info: info}, nil
 }
 
 // allowListen returns *errListenQuota if principal holds
@@ -446,12 +496,18 @@ func (l *listenStream) ack() []byte {
 }
 
 // result is the empty listen result that ends the stream gracefully.
-func (l *listenStream) result() []byte {
+func (l *listenStream) result() []byte { return emptyStreamResult(l.id) }
+
+// emptyStreamResult is the response to the held-stream request id that
+// ends it gracefully, the same for subscriptions/listen and events/stream
+// (the empty StreamEventsResult): resultType complete, and the
+// subscription id in _meta.
+func emptyStreamResult(id json.RawMessage) []byte {
 	res, _ := json.Marshal(map[string]any{
 		"resultType": resultComplete,
-		"_meta":      map[string]json.RawMessage{metaSubscriptionID: l.id},
+		"_meta":      map[string]json.RawMessage{metaSubscriptionID: id},
 	})
-	return encodeResponse(l.id, json.RawMessage(res), nil)
+	return encodeResponse(id, json.RawMessage(res), nil)
 }
 
 // next checks the registries (logging any change into the backing
