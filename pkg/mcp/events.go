@@ -13,11 +13,12 @@ import (
 // against its Draft of 2026-11-26; docs/events.md maps each rule): a
 // client lists event types (events/list) and receives their events by
 // poll (events/poll: events_poll.go), push (events/stream:
-// events_stream.go) or webhook (events/subscribe: events_webhook.go). The event types are the
-// items of the events registry (notify.EventItem, published through SNS
-// like the other registries); an event of a type is an event of its
-// topic's log (notify.TopicEvent). A Server serves it when
-// ServerOptions.Events and DynamicRegistries are set.
+// events_stream.go, whose header walks an event's path from the ingest
+// to the client) or webhook (events/subscribe: events_webhook.go). The
+// event types are the items of the events registry (notify.EventItem,
+// published through SNS like the other registries); an event of a type
+// is an event of its topic's log (notify.TopicEvent). A Server serves it
+// when ServerOptions.Events and DynamicRegistries are set.
 //
 // Discovery: the capability is advertised twice, as SEP-3415 defines it
 // (capabilities.extensions["io.modelcontextprotocol/events"] =

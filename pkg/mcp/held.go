@@ -10,12 +10,21 @@ import (
 )
 
 // A held stream is an SSE response that waits for what other requests,
-// other processes and the ingest write to a log: a 2025-era GET stream
-// (getSource), a resumed POST response stream (getSource on the request's
-// stream) and a 2026-era listen stream (listenSource). All three run the
-// one loop below, heldStream.run; what differs (what a read returns, how
-// the stream ends) is the source's. docs/held-streams.md walks through
-// it for a newcomer.
+// other processes and the ingest write to a log. Four kinds run the one
+// loop below, [heldStream.run]; what differs (what a read returns, how the
+// stream ends) is the kind's [heldSource]:
+//
+//   - a 2025-era GET stream: [getSource] on the session's log (getstream.go);
+//   - a resumed POST response stream (a GET with the Last-Event-ID of a
+//     request's stream): [getSource] on the request's log (getstream.go;
+//     resume.go checks the resume);
+//   - a 2026-era subscriptions/listen stream: [listenSource] on its
+//     backing session's log (listen.go);
+//   - an events/stream, in either era: [eventStream], woken by its backing
+//     session's log and reading its event type's topic log
+//     (events_stream.go).
+//
+// docs/held-streams.md walks through it for a newcomer.
 //
 // The loop, on the server's clock (ServerOptions.Now; timers run on the
 // monotonic clock):

@@ -108,6 +108,15 @@ func eventNotifications(ev *notify.TopicEvent, withMessage, omit bool) ([][]byte
 
 // admitsInfo reports whether a session at log level admits an info
 // message: when the client never set a level, or set debug or info.
+//
+// It enforces the doorbell rule: a held stream's backing session (a
+// subscriptions/listen or events/stream one, created at the highest
+// level, emergency, by the server's createBacking in pkg/mcp/listen.go)
+// is given only the notifications/resources/updated of an event, the
+// doorbell that wakes its stream, never the notifications/message that
+// carries the event's payload: an events stream reads the event from the
+// topic's log, and a listen stream would drop the message. No other check
+// keeps payloads out of backing sessions.
 func admitsInfo(level string) bool {
 	switch level {
 	case "", "debug", "info":
@@ -241,7 +250,7 @@ func (in *Ingester) eventPicker(ctx context.Context, ev *notify.TopicEvent) (fun
 		return n
 	}
 	return func(s *notify.Session, p notify.Position) [][]byte {
-		admit := admitsInfo(s.LogLevel)
+		admit := admitsInfo(s.LogLevel) // false for a backing session: the doorbell rule
 		last := len(window) - 1
 		// The events after the position, ev's in full and the earlier
 		// ones in full while they fit one Append, then with their
