@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"time"
@@ -248,19 +246,11 @@ func (cs *ClientSession) streamEventsOnce(ctx context.Context, p *StreamEventsPa
 	}
 	silent := time.AfterFunc(silence, cancel)
 	defer silent.Stop()
-	resp, err := cs.post(ctx, sid, body, extra)
+	resp, err := cs.postStream(ctx, "events/stream", sid, body, extra)
 	if err != nil {
-		return err
+		return err // the server refused the subscription, or was not reached
 	}
 	defer resp.Body.Close()
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		var m Message
-		if mt == "application/json" && json.Unmarshal(b, &m) == nil && m.Error != nil {
-			return m.Error // the server refused the subscription
-		}
-		return fmt.Errorf("events/stream answered %s: %s", resp.Header.Get("Content-Type"), b)
-	}
 	var failed error
 	st.onMessage = func(m *Message) {
 		if failed != nil {

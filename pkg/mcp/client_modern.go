@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -42,18 +40,6 @@ const (
 	ClientModeAuto ClientMode = "auto"
 )
 
-// clientStatelessVersion is the protocol version of the 2026 era.
-const clientStatelessVersion = "2026-07-28"
-
-// The _meta keys of 2026-era requests and results.
-const (
-	clientMetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
-	clientMetaClientInfo         = "io.modelcontextprotocol/clientInfo"
-	clientMetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	clientMetaLogLevel           = "io.modelcontextprotocol/logLevel"
-	clientMetaServerInfo         = "io.modelcontextprotocol/serverInfo"
-)
-
 // maxInputRounds bounds the input_required rounds of one request.
 const maxInputRounds = 10
 
@@ -73,7 +59,7 @@ func (cs *ClientSession) connect(ctx context.Context) error {
 		if err == nil || !legacyAnswer(err) {
 			return err
 		}
-		cs.c.log.Info("mcp client: the server does not speak "+clientStatelessVersion+"; falling back to initialize", "url", cs.url, "err", err)
+		cs.c.log.Info("mcp client: the server does not speak "+ProtocolVersion2026+"; falling back to initialize", "url", cs.url, "err", err)
 		return cs.initialize(ctx)
 	default:
 		return cs.initialize(ctx)
@@ -109,7 +95,7 @@ func (cs *ClientSession) discover(ctx context.Context) error {
 		Meta              map[string]json.RawMessage `json:"_meta"`
 	}
 	_, err := cs.roundTrip(ctx, "server/discover", struct{}{}, &res, nil) // "mcp: server/discover URL: ..."
-	if err == nil && !slices.Contains(res.SupportedVersions, clientStatelessVersion) {
+	if err == nil && !slices.Contains(res.SupportedVersions, ProtocolVersion2026) {
 		err = fmt.Errorf("mcp: server/discover %s: %w (it lists %q)", cs.url, errNotModern, res.SupportedVersions)
 	}
 	if err != nil {
@@ -119,7 +105,7 @@ func (cs *ClientSession) discover(ctx context.Context) error {
 		return err
 	}
 	if res.ServerInfo == nil {
-		if raw, ok := res.Meta[clientMetaServerInfo]; ok {
+		if raw, ok := res.Meta[metaServerInfo]; ok {
 			json.Unmarshal(raw, &res.ServerInfo)
 		}
 	}
@@ -127,7 +113,7 @@ func (cs *ClientSession) discover(ctx context.Context) error {
 		res.Capabilities = &ServerCapabilities{}
 	}
 	cs.mu.Lock()
-	cs.init = &InitializeResult{ProtocolVersion: clientStatelessVersion, Capabilities: res.Capabilities, ServerInfo: res.ServerInfo, Instructions: res.Instructions}
+	cs.init = &InitializeResult{ProtocolVersion: ProtocolVersion2026, Capabilities: res.Capabilities, ServerInfo: res.ServerInfo, Instructions: res.Instructions}
 	cs.mu.Unlock()
 	if !cs.c.opts.NoStandaloneStream {
 		cs.startListen()
@@ -146,12 +132,12 @@ func (cs *ClientSession) modernRequest(method string, p json.RawMessage) (json.R
 	level := cs.level
 	cs.mu.Unlock()
 	meta := [][2]string{
-		{clientMetaProtocolVersion, strconv.Quote(clientStatelessVersion)},
-		{clientMetaClientCapabilities, string(withTasksExtension(cs.c.capabilities()))},
-		{clientMetaClientInfo, string(info)},
+		{metaProtocolVersion, strconv.Quote(ProtocolVersion2026)},
+		{metaClientCapabilities, string(withTasksExtension(cs.c.capabilities()))},
+		{metaClientInfo, string(info)},
 	}
 	if level != "" {
-		meta = append(meta, [2]string{clientMetaLogLevel, strconv.Quote(string(level))})
+		meta = append(meta, [2]string{metaLogLevel, strconv.Quote(string(level))})
 	}
 	if len(p) == 0 || string(p) == "null" {
 		p = json.RawMessage("{}")
@@ -221,7 +207,7 @@ func inputRequired(raw json.RawMessage) *inputRequiredError {
 		} `json:"inputRequests"`
 		RequestState string `json:"requestState"`
 	}
-	if json.Unmarshal(raw, &r) != nil || r.ResultType != "input_required" {
+	if json.Unmarshal(raw, &r) != nil || r.ResultType != resultInputRequired {
 		return nil
 	}
 	return &inputRequiredError{requests: r.InputRequests, state: r.RequestState}
@@ -397,19 +383,11 @@ func (cs *ClientSession) listenOnce(ctx context.Context, st *streamState) error 
 	if err != nil {
 		return err
 	}
-	resp, err := cs.post(ctx, "", body, extra)
+	resp, err := cs.postStream(ctx, "subscriptions/listen", "", body, extra)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		var m Message
-		if mt == "application/json" && json.Unmarshal(b, &m) == nil && m.Error != nil {
-			return m.Error // the server refused the request
-		}
-		return fmt.Errorf("subscriptions/listen answered %s: %s", resp.Header.Get("Content-Type"), b)
-	}
 	start := time.Now()
 	m, err := cs.readStream(resp.Body, canonicalID(id), st)
 	if m != nil && m.Error != nil {

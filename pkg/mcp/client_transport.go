@@ -38,7 +38,7 @@ func (cs *ClientSession) setHeaders(req *http.Request, sid string) {
 	cs.mu.Unlock()
 	switch {
 	case modern:
-		req.Header.Set("Mcp-Protocol-Version", clientStatelessVersion)
+		req.Header.Set("Mcp-Protocol-Version", ProtocolVersion2026)
 	case init != nil:
 		req.Header.Set("Mcp-Protocol-Version", init.ProtocolVersion)
 	}
@@ -76,6 +76,29 @@ func (cs *ClientSession) post(ctx context.Context, sid string, body []byte, extr
 		return nil, &HTTPError{Status: resp.StatusCode, Body: string(b), RPC: m.Error}
 	}
 	return nil, &HTTPError{Status: resp.StatusCode, Body: string(b)}
+}
+
+// postStream posts body, a request of method that the server answers
+// with an SSE stream (subscriptions/listen, events/stream), and returns
+// the response; the caller reads and closes its body. Any other answer
+// is an error: the server's JSON-RPC *Error when it refused the request,
+// otherwise one that names method and what the server answered.
+func (cs *ClientSession) postStream(ctx context.Context, method, sid string, body []byte, extra http.Header) (*http.Response, error) {
+	resp, err := cs.post(ctx, sid, body, extra)
+	if err != nil {
+		return nil, err
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "text/event-stream" {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var m Message
+	if mt == "application/json" && json.Unmarshal(b, &m) == nil && m.Error != nil {
+		return nil, m.Error
+	}
+	return nil, fmt.Errorf("%s answered %s: %s", method, resp.Header.Get("Content-Type"), b)
 }
 
 // transportError drops the "Post URL" that net/http puts before an

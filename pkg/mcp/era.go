@@ -26,6 +26,19 @@ const (
 // ProtocolVersion2026 is the stateless protocol version.
 const ProtocolVersion2026 = "2026-07-28"
 
+// The _meta keys of the 2026 era, for the client and the server: what a
+// request carries (protocol version, client capabilities and identity,
+// log level) and what the server sends (its identity, the listen stream
+// a message belongs to).
+const (
+	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	metaLogLevel           = "io.modelcontextprotocol/logLevel"
+	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
+)
+
 // StatelessProtocolVersions are the versions served statelessly, newest
 // first.
 var StatelessProtocolVersions = []string{ProtocolVersion2026}

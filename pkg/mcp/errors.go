@@ -200,7 +200,7 @@ var (
 // Unexported errors of the client, the tasks engine and listen streams.
 var (
 	// errNotModern reports a server/discover answer without 2026-07-28.
-	errNotModern = errors.New("the server does not list protocol version " + clientStatelessVersion)
+	errNotModern = errors.New("the server does not list protocol version " + ProtocolVersion2026)
 	// errEventTooLarge reports an SSE event over maxEventBytes.
 	errEventTooLarge = errors.New("mcp: SSE event too large")
 	// errUndecodable reports an SSE event whose data is not JSON-RPC: the

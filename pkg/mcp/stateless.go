@@ -12,16 +12,6 @@ import (
 	"github.com/mcpush/mcpush/pkg/notify"
 )
 
-// _meta keys of the 2026 era.
-const (
-	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
-	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
-	metaLogLevel           = "io.modelcontextprotocol/logLevel"
-	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
-	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
-)
-
 // DiscoverResult is the result of server/discover.
 type DiscoverResult struct {
 	SupportedVersions []string            `json:"supportedVersions"`
