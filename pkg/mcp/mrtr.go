@@ -9,8 +9,10 @@ import (
 	"strings"
 )
 
-// Multi round-trip requests (2026 era). A handler that needs input from
-// the client (an elicitation, a sampling, the roots) returns an
+// Multi round-trip requests (MRTR), a feature of the 2026 era, as the
+// server serves them (the client's side is in client_modern.go; the
+// signing of requestState in requeststate.go). A handler that needs input
+// from the client (an elicitation, a sampling, the roots) returns an
 // *InputRequired error; the client answers with an input_required result's
 // inputRequests fulfilled, retrying the same request with inputResponses
 // and the echoed requestState, and the handler runs again with
@@ -75,41 +77,6 @@ var inputMethods = map[string]string{
 
 // mrtrMethods are the methods whose results may be input_required.
 var mrtrMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
-
-// namedMethods are the methods whose requests carry the Mcp-Name header,
-// and the params member it mirrors.
-var namedMethods = map[string]string{
-	"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
-	"tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
-}
-
-// eventsNamedMethods are the Events extension's methods that name an
-// event type (params.name). Their Mcp-Name header, when present, must be
-// that name (SEP-3415 leaves the header undefined for them and the
-// TypeScript SDK does not send it, so it is not required); this
-// package's client sends it.
-var eventsNamedMethods = map[string]bool{
-	"events/poll": true, "events/stream": true, "events/subscribe": true, "events/unsubscribe": true,
-}
-
-// requestName is what a request acts on: the tool or prompt name, or the
-// resource URI (the Mcp-Name header's value, and what a requestState is
-// bound to).
-func requestName(method string, params json.RawMessage) string {
-	var p struct {
-		Name   string `json:"name"`
-		URI    string `json:"uri"`
-		TaskID string `json:"taskId"`
-	}
-	_ = json.Unmarshal(params, &p)
-	switch namedMethods[method] {
-	case "uri":
-		return p.URI
-	case "taskId":
-		return p.TaskID
-	}
-	return p.Name
-}
 
 // readRetry decodes and verifies the multi round-trip members of a
 // request's params. Any failure is an invalid-params error. With a

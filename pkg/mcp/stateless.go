@@ -163,6 +163,41 @@ func decodeHeaderValue(v string) string {
 	return v
 }
 
+// namedMethods are the methods whose requests carry the Mcp-Name header,
+// and the params member it mirrors.
+var namedMethods = map[string]string{
+	"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+	"tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+}
+
+// eventsNamedMethods are the Events extension's methods that name an
+// event type (params.name). Their Mcp-Name header, when present, must be
+// that name (SEP-3415 leaves the header undefined for them and the
+// TypeScript SDK does not send it, so it is not required); this
+// package's client sends it.
+var eventsNamedMethods = map[string]bool{
+	"events/poll": true, "events/stream": true, "events/subscribe": true, "events/unsubscribe": true,
+}
+
+// requestName is what a request acts on: the tool or prompt name, or the
+// resource URI (the Mcp-Name header's value, and what a requestState is
+// bound to).
+func requestName(method string, params json.RawMessage) string {
+	var p struct {
+		Name   string `json:"name"`
+		URI    string `json:"uri"`
+		TaskID string `json:"taskId"`
+	}
+	_ = json.Unmarshal(params, &p)
+	switch namedMethods[method] {
+	case "uri":
+		return p.URI
+	case "taskId":
+		return p.TaskID
+	}
+	return p.Name
+}
+
 // serveStateless serves a POST of the 2026 era: one JSON-RPC message,
 // no session. A request is answered with its response (JSON, or an SSE
 // stream when it sends progress or logs first); a notification with 202.
