@@ -68,7 +68,7 @@ func heldStores(t *testing.T) []heldStore {
 }
 
 // heldServer serves a server on st whose GET streams are held hold.
-func heldServer(t *testing.T, st mcp.Store, hold time.Duration, opts ...func(*mcp.ServerOptions)) string {
+func heldServer(t testing.TB, st mcp.Store, hold time.Duration, opts ...func(*mcp.ServerOptions)) string {
 	so := &mcp.ServerOptions{
 		DynamicRegistries: true,
 		Limits:            mcp.Limits{MaxSessionsPerPrincipal: 100_000, MaxSessionsPerHour: 100_000, MaxRequestsPerMinute: 1_000_000, MaxListensPerPrincipal: 100_000},
