@@ -208,7 +208,7 @@ func TestAccessTenants(t *testing.T) {
 			hook := httptest.NewServer(recv)
 			defer hook.Close()
 			st := hs.open(t)
-			ws := st.(webhookStore)
+			ws := st.(notify.WebhookStore)
 			url := accessServer(t, st, hook.URL)
 			sfx := "-" + hs.name
 			events, tools := accessTypes(sfx)

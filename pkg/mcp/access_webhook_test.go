@@ -181,7 +181,7 @@ func TestAccessWebhookRefresh(t *testing.T) {
 			defer hook.Close()
 			allow, _ := webhook.ParseAllow(hook.URL)
 			st := hs.open(t)
-			ws := st.(webhookStore)
+			ws := st.(notify.WebhookStore)
 			srv := mcp.NewServer(&mcp.Implementation{Name: "refresh", Version: "1"}, st, &mcp.ServerOptions{
 				DynamicRegistries: true, Events: true,
 				StateKeys: [][]byte{[]byte("access-test-key-0123456789abcdef0123")},

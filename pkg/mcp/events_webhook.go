@@ -104,22 +104,6 @@ func (o *WebhookOptions) withDefaults() *WebhookOptions {
 	return &c
 }
 
-// WebhookStore is what events/subscribe and events/unsubscribe need of
-// the store; both stores implement it.
-type WebhookStore interface {
-	CreateWebhook(ctx context.Context, w *notify.WebhookSubscription, max int) error
-	// CountWebhooks reads the bound CreateWebhook enforces: checked
-	// before a verification POST.
-	CountWebhooks(ctx context.Context, principal string, limit int) (int, error)
-	GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error)
-	UpdateWebhook(ctx context.Context, w *notify.WebhookSubscription) error
-	DeleteWebhook(ctx context.Context, w *notify.WebhookSubscription) error
-	// PutWebhookVerified and WebhookVerified keep the verified
-	// (principal, url, secret) triples (verifiedKey) for VerifiedTTL.
-	PutWebhookVerified(ctx context.Context, key string, until time.Time) error
-	WebhookVerified(ctx context.Context, key string) (bool, error)
-}
-
 // WebhookDelivery is the delivery member of events/subscribe and
 // events/unsubscribe.
 type WebhookDelivery struct {
@@ -175,7 +159,7 @@ type UnsubscribeEventsResult struct {
 
 // webhookStore returns the store's webhook subscriptions, nil when
 // webhook delivery is not served.
-func (s *Server) webhookStore() WebhookStore {
+func (s *Server) webhookStore() notify.WebhookStore {
 	if s.opts.Webhooks == nil || s.opts.Webhooks.Sender == nil {
 		return nil
 	}
@@ -316,7 +300,7 @@ type webhookKey struct {
 // checkWebhookKey checks what events/subscribe and events/unsubscribe
 // share: the principal, the store, the event type, its arguments (against
 // the inputSchema when validate) and the callback URL.
-func (s *Server) checkWebhookKey(ctx context.Context, ss *ServerSession, method, name string, args json.RawMessage, d *WebhookDelivery, validate bool) (*webhookKey, WebhookStore, error) {
+func (s *Server) checkWebhookKey(ctx context.Context, ss *ServerSession, method, name string, args json.RawMessage, d *WebhookDelivery, validate bool) (*webhookKey, notify.WebhookStore, error) {
 	ws := s.webhookStore()
 	if ws == nil {
 		return nil, nil, s.noWebhooks()
@@ -454,7 +438,7 @@ func (s *Server) subscribeEvents(ctx context.Context, ss *ServerSession, raw jso
 // (principal, url) verified in the last VerifiedTTL is not verified
 // again), then the callback's name resolved and checked, then the
 // handshakes' rates (per principal, per destination origin).
-func (s *Server) createWebhook(ctx context.Context, ws WebhookStore, o *WebhookOptions, sealer *notify.Sealer, k *webhookKey, secret webhook.Secret, expires time.Time, start *eventCursor, maxAgeMs *int64) (*SubscribeEventsResult, error) {
+func (s *Server) createWebhook(ctx context.Context, ws notify.WebhookStore, o *WebhookOptions, sealer *notify.Sealer, k *webhookKey, secret webhook.Secret, expires time.Time, start *eventCursor, maxAgeMs *int64) (*SubscribeEventsResult, error) {
 	watermark, truncated, err := s.startPosition(ctx, k.event, start, maxAgeMs)
 	if err != nil {
 		return nil, err
@@ -492,7 +476,7 @@ func (s *Server) createWebhook(ctx context.Context, ws WebhookStore, o *WebhookO
 // replaced (the previous one signs on for the grace window), delivery
 // reactivated. The cursor of the request is a no-op: the subscription is
 // live, and delivery goes on from its watermark.
-func (s *Server) refreshWebhook(ctx context.Context, ws WebhookStore, o *WebhookOptions, sealer *notify.Sealer, w *notify.WebhookSubscription, secret webhook.Secret, expires, now time.Time) (*SubscribeEventsResult, error) {
+func (s *Server) refreshWebhook(ctx context.Context, ws notify.WebhookStore, o *WebhookOptions, sealer *notify.Sealer, w *notify.WebhookSubscription, secret webhook.Secret, expires, now time.Time) (*SubscribeEventsResult, error) {
 	sec, err := w.OpenSecrets(sealer)
 	if err != nil {
 		return nil, err
@@ -614,7 +598,7 @@ func verifiedKey(principal, url, secret string) string {
 // more, and either the origin's receiver document
 // (webhook.WellKnownReceiverPath) covers the URL or the handshake passes;
 // the pass is then recorded.
-func (s *Server) verifyCallback(ctx context.Context, ws WebhookStore, o *WebhookOptions, k *webhookKey, secret webhook.Secret, again bool) error {
+func (s *Server) verifyCallback(ctx context.Context, ws notify.WebhookStore, o *WebhookOptions, k *webhookKey, secret webhook.Secret, again bool) error {
 	vk := verifiedKey(k.principal, k.url, secret.Reveal())
 	switch ok, err := ws.WebhookVerified(ctx, vk); {
 	case err != nil:

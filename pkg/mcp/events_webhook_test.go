@@ -21,13 +21,6 @@ import (
 	"github.com/mcpush/mcpush/pkg/webhook"
 )
 
-// webhookStore is what the tests read of a store's webhook
-// subscriptions.
-type webhookStore interface {
-	mcp.WebhookStore
-	TopicWebhooks(ctx context.Context, topic, after string, limit int) ([]*notify.WebhookSubscription, string, error)
-}
-
 // newWhsec returns a fresh whsec_ secret of n random bytes.
 func newWhsec(n int) string {
 	b := make([]byte, n)
@@ -49,7 +42,7 @@ func whCall(t *testing.T, url, principal, method, params string) *rpcReply {
 
 // snapshot returns the stored subscriptions of topic, as JSON, to compare
 // before and after a refused request.
-func snapshot(t *testing.T, ws webhookStore, topic string) string {
+func snapshot(t *testing.T, ws notify.WebhookStore, topic string) string {
 	t.Helper()
 	subs, _, err := ws.TopicWebhooks(context.Background(), topic, "", notify.MaxWebhookPage)
 	if err != nil {
@@ -99,7 +92,7 @@ func TestEventsSubscribe(t *testing.T) {
 				t.Fatal(err)
 			}
 			st := hs.open(t)
-			ws := st.(webhookStore)
+			ws := st.(notify.WebhookStore)
 			logs := &testutil.LockedBuffer{}
 			srv := mcp.NewServer(&mcp.Implementation{Name: "webhooks", Version: "1"}, st, &mcp.ServerOptions{
 				Logger:            slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

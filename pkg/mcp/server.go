@@ -59,8 +59,9 @@ type ServerOptions struct {
 	// It needs DynamicRegistries, and is off without it.
 	Events bool
 	// Webhooks, when set with a Sender and a store that keeps webhook
-	// subscriptions (WebhookStore: both stores), serve webhook delivery
-	// of the Events extension (events/subscribe, events/unsubscribe).
+	// subscriptions (notify.WebhookStore: both stores), serve webhook
+	// delivery of the Events extension (events/subscribe,
+	// events/unsubscribe).
 	Webhooks *WebhookOptions
 	// EventFaults, if set, injects faults into this server's live
 	// events/stream streams (test builds' conformance controls; see

@@ -11,7 +11,7 @@ import "github.com/mcpush/mcpush/pkg/notify"
 // a Store and so keeps every capability.
 //
 // Each embedded interface is small and documented where its semantics
-// live (pkg/notify); WebhookStore is this package's own.
+// live (pkg/notify).
 type Store interface {
 	notify.Store
 	notify.TaskStore        // tasks: tasks/get, tasks/cancel, the quota
@@ -21,5 +21,5 @@ type Store interface {
 	notify.ProfileLister    // finding parked listen streams
 	notify.SharedKeys       // the requestState key shared by all processes
 	notify.TopicHeads       // events/poll from now
-	WebhookStore            // events/subscribe, events/unsubscribe
+	notify.WebhookStore     // events/subscribe, events/unsubscribe
 }

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -8,16 +9,56 @@ import (
 
 // Webhook subscriptions of the Events extension (events/subscribe): the
 // durable record of one subscription, which every process of a
-// deployment reads. Both stores keep them (CreateWebhook, GetWebhook,
-// UpdateWebhook, DeleteWebhook, TopicWebhooks); the interfaces over those
-// methods are declared by their consumers (the MCP server, the ingest),
-// not here, and are not part of Store.
+// deployment reads. Both stores keep them: [WebhookStore], a capability
+// beside [Store] (not part of it) that mcp.Store embeds whole; webhook
+// delivery declares the few of its methods it uses (delivery.Store).
 //
 // A record is keyed by (Topic, ID): every subscription of a topic is
 // found with one paged read (a DynamoDB Query of one partition, an SQLite
 // index range), never one read per subscription. Secrets is opaque to the
 // store: its writer seals it (the MCP server encrypts the signing secrets
 // with a key derived from the state key before they reach a store).
+
+// WebhookStore keeps webhook subscriptions ([WebhookSubscription]) and
+// the MCP server's record of verified callbacks, shared by every process
+// of a deployment. Both stores implement it. Safe for concurrent use by
+// many processes.
+//
+// A record is validated by [CheckWebhook] ([ErrInvalid], [ErrTooLarge]).
+// One whose ExpiresAt has passed is gone: no method returns, updates or
+// deletes it, and its (Topic, ID) may be created again.
+type WebhookStore interface {
+	// CreateWebhook stores a new subscription with Version 1: [ErrExists]
+	// when (w.Topic, w.ID) holds a live one, [ErrLimit] when w.Principal
+	// already has max live ones.
+	CreateWebhook(ctx context.Context, w *WebhookSubscription, max int) error
+	// CountWebhooks returns the number of principal's live subscriptions,
+	// at most limit: the bound CreateWebhook enforces, read without a
+	// write (the MCP server checks it before a verification POST).
+	CountWebhooks(ctx context.Context, principal string, limit int) (int, error)
+	// GetWebhook returns the live subscription (topic, id); [ErrNotFound]
+	// when there is none.
+	GetWebhook(ctx context.Context, topic, id string) (*WebhookSubscription, error)
+	// UpdateWebhook writes w if the stored Version still equals w.Version,
+	// and then increments w.Version: [ErrConflict] when it changed,
+	// [ErrNotFound] when the subscription is gone.
+	UpdateWebhook(ctx context.Context, w *WebhookSubscription) error
+	// DeleteWebhook deletes the live subscription (w.Topic, w.ID);
+	// [ErrNotFound] when there is none.
+	DeleteWebhook(ctx context.Context, w *WebhookSubscription) error
+	// TopicWebhooks returns up to limit live subscriptions of topic
+	// after the page token after ("" from the first), and the token of
+	// the next page ("" after the last); a page may hold fewer than limit
+	// while more follow. [CheckWebhookPage] bounds topic and limit.
+	TopicWebhooks(ctx context.Context, topic, after string, limit int) ([]*WebhookSubscription, string, error)
+	// PutWebhookVerified records that the callback of key (opaque to the
+	// store; [CheckVerifiedKey]) passed verification, until until; a later
+	// call replaces it.
+	PutWebhookVerified(ctx context.Context, key string, until time.Time) error
+	// WebhookVerified reports whether key's verification is recorded and
+	// has not expired.
+	WebhookVerified(ctx context.Context, key string) (bool, error)
+}
 
 // MaxWebhooksPerPrincipal is the default bound of a principal's live
 // webhook subscriptions (CreateWebhook's max).
@@ -27,8 +68,8 @@ const MaxWebhooksPerPrincipal = 100
 const MaxWebhookPage = 1000
 
 // MaxVerifiedKeyBytes bounds the key of PutWebhookVerified and
-// WebhookVerified (the MCP server's is a fixed-size hash of the principal
-// and the callback URL).
+// WebhookVerified (the MCP server's is a fixed-size hash of the
+// principal, the callback URL and the secret).
 const MaxVerifiedKeyBytes = 128
 
 // CheckVerifiedKey validates the key of PutWebhookVerified and

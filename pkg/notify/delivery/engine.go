@@ -21,6 +21,8 @@ type Queue interface {
 }
 
 // Store is what delivery uses of the store; both stores implement it.
+// Its webhook methods are a part of [notify.WebhookStore], which
+// documents them.
 type Store interface {
 	TopicWebhooks(ctx context.Context, topic, after string, limit int) ([]*notify.WebhookSubscription, string, error)
 	UpdateWebhook(ctx context.Context, w *notify.WebhookSubscription) error

@@ -85,16 +85,7 @@ type Store interface {
 	notify.ProfileLister
 	notify.SharedKeys
 	notify.TopicHeads
-	// The webhook subscriptions (notify.WebhookSubscription).
-	CreateWebhook(ctx context.Context, w *notify.WebhookSubscription, max int) error
-	CountWebhooks(ctx context.Context, principal string, limit int) (int, error)
-	GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error)
-	UpdateWebhook(ctx context.Context, w *notify.WebhookSubscription) error
-	DeleteWebhook(ctx context.Context, w *notify.WebhookSubscription) error
-	TopicWebhooks(ctx context.Context, topic, after string, limit int) ([]*notify.WebhookSubscription, string, error)
-	// The verified callbacks (the MCP server's verification cache).
-	PutWebhookVerified(ctx context.Context, key string, until time.Time) error
-	WebhookVerified(ctx context.Context, key string) (bool, error)
+	notify.WebhookStore
 }
 
 var _ Store = (*dynamostore.Store)(nil)

@@ -46,7 +46,7 @@ type Store interface {
 	notify.ProfileLister
 	notify.SharedKeys
 	notify.TopicHeads
-	WebhookStore
+	notify.WebhookStore
 }
 
 // Opener opens a Store on the backing database named by dsn (e.g. a file

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,20 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/mcpush/mcpush/pkg/notify"
 )
-
-// WebhookStore is what the suite checks of a store's webhook
-// subscriptions (notify.WebhookSubscription): the union of what their
-// consumers (the MCP server, the ingest) declare.
-type WebhookStore interface {
-	CreateWebhook(ctx context.Context, w *notify.WebhookSubscription, max int) error
-	CountWebhooks(ctx context.Context, principal string, limit int) (int, error)
-	PutWebhookVerified(ctx context.Context, key string, until time.Time) error
-	WebhookVerified(ctx context.Context, key string) (bool, error)
-	GetWebhook(ctx context.Context, topic, id string) (*notify.WebhookSubscription, error)
-	UpdateWebhook(ctx context.Context, w *notify.WebhookSubscription) error
-	DeleteWebhook(ctx context.Context, w *notify.WebhookSubscription) error
-	TopicWebhooks(ctx context.Context, topic, after string, limit int) ([]*notify.WebhookSubscription, string, error)
-}
 
 // testWebhooks checks webhook subscriptions: one is created once and read
 // back whole from another Store on the same database; updated only at its
@@ -229,7 +214,7 @@ func testWebhooks(t *testing.T, s *suite) {
 func testWebhookVerified(t *testing.T, s *suite) {
 	_, ws, other := storesAs(t, s)
 	ctx := t.Context()
-	verified := func(st WebhookStore, key string) bool {
+	verified := func(st notify.WebhookStore, key string) bool {
 		t.Helper()
 		ok, err := st.WebhookVerified(ctx, key)
 		if err != nil {
