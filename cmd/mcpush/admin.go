@@ -83,56 +83,49 @@ func cmdAdmin(ctx context.Context, e *env, c *common, pos []string, f *adminFlag
 	default:
 		return fmt.Errorf("%w: admin webhooks takes list, counts, suspend, resume, delete or replay, not %q", errUsage, op)
 	}
-	client, err := newClient(ctx, e, c, &mcp.ClientOptions{NoStandaloneStream: true})
-	if err != nil {
-		return err
-	}
-	cs, err := client.Connect(ctx, c.url)
-	if err != nil {
-		return err
-	}
-	defer closeSession(ctx, cs)
-	res, err := cs.CallTool(ctx, tool, args, nil)
-	if err != nil {
-		var re *mcp.Error
-		if errors.As(err, &re) && re.Code == mcp.CodeInvalidParams && strings.Contains(re.Message, "unknown tool") {
-			return &hinted{err: errors.New("not an admin: the server offers its admin tools only to an admin"),
-				hint: "log in with a token that has the admin scope (the server's MCPUSH_ADMIN_SCOPE, default mcpush:admin), or sign with --sigv4 as an IAM ARN listed in its MCPUSH_ADMIN_ARNS (docs/operations.md)"}
+	return withSession(ctx, e, c, nil, func(cs *mcp.ClientSession) error {
+		res, err := cs.CallTool(ctx, tool, args, nil)
+		if err != nil {
+			var re *mcp.Error
+			if errors.As(err, &re) && re.Code == mcp.CodeInvalidParams && strings.Contains(re.Message, "unknown tool") {
+				return &hinted{err: errors.New("not an admin: the server offers its admin tools only to an admin"),
+					hint: "log in with a token that has the admin scope (the server's MCPUSH_ADMIN_SCOPE, default mcpush:admin), or sign with --sigv4 as an IAM ARN listed in its MCPUSH_ADMIN_ARNS (docs/operations.md)"}
+			}
+			return err
 		}
-		return err
-	}
-	if res.IsError || f.asJSON || (op != "list" && op != "counts") {
-		return printResult(e, res)
-	}
-	raw, _ := res.StructuredContent.(json.RawMessage)
-	if op == "counts" {
-		var out delivery.CountsResult
+		if res.IsError || f.asJSON || (op != "list" && op != "counts") {
+			return printResult(e, res)
+		}
+		raw, _ := res.StructuredContent.(json.RawMessage)
+		if op == "counts" {
+			var out delivery.CountsResult
+			if err := json.Unmarshal(raw, &out); err != nil {
+				return fmt.Errorf("the server's answer: %w", err)
+			}
+			fmt.Fprintf(e.stdout, "%-40s %6s %6s %8s %9s\n", "TYPE", "TOTAL", "ACTIVE", "RETRYING", "SUSPENDED")
+			names := slices.Sorted(maps.Keys(out.Types))
+			for _, name := range names {
+				n := out.Types[name]
+				fmt.Fprintf(e.stdout, "%-40s %6d %6d %8d %9d\n", name, n.Total, n.Active, n.Retrying, n.Suspended)
+			}
+			if out.Partial {
+				fmt.Fprintf(e.stdout, "(partial: stopped after %d subscriptions)\n", out.Scanned)
+			}
+			return nil
+		}
+		var out delivery.ListResult
 		if err := json.Unmarshal(raw, &out); err != nil {
 			return fmt.Errorf("the server's answer: %w", err)
 		}
-		fmt.Fprintf(e.stdout, "%-40s %6s %6s %8s %9s\n", "TYPE", "TOTAL", "ACTIVE", "RETRYING", "SUSPENDED")
-		names := slices.Sorted(maps.Keys(out.Types))
-		for _, name := range names {
-			n := out.Types[name]
-			fmt.Fprintf(e.stdout, "%-40s %6d %6d %8d %9d\n", name, n.Total, n.Active, n.Retrying, n.Suspended)
+		for _, v := range out.Subscriptions {
+			fmt.Fprintf(e.stdout, "%s  topic=%s type=%s principal=%s state=%s watermark=%d url=%s\n", v.ID, v.Topic, v.Type, v.Principal, v.State, v.Watermark, v.URL)
+			for _, a := range v.Attempts {
+				fmt.Fprintf(e.stdout, "    %s seq=%d status=%d %s %.1fms\n", a.At.UTC().Format(time.RFC3339), a.Seq, a.Status, a.Category, a.LatencyMS)
+			}
 		}
 		if out.Partial {
-			fmt.Fprintf(e.stdout, "(partial: stopped after %d subscriptions)\n", out.Scanned)
+			fmt.Fprintf(e.stdout, "(partial: %d shown of %d scanned; narrow with --type or --principal)\n", len(out.Subscriptions), out.Scanned)
 		}
 		return nil
-	}
-	var out delivery.ListResult
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return fmt.Errorf("the server's answer: %w", err)
-	}
-	for _, v := range out.Subscriptions {
-		fmt.Fprintf(e.stdout, "%s  topic=%s type=%s principal=%s state=%s watermark=%d url=%s\n", v.ID, v.Topic, v.Type, v.Principal, v.State, v.Watermark, v.URL)
-		for _, a := range v.Attempts {
-			fmt.Fprintf(e.stdout, "    %s seq=%d status=%d %s %.1fms\n", a.At.UTC().Format(time.RFC3339), a.Seq, a.Status, a.Category, a.LatencyMS)
-		}
-	}
-	if out.Partial {
-		fmt.Fprintf(e.stdout, "(partial: %d shown of %d scanned; narrow with --type or --principal)\n", len(out.Subscriptions), out.Scanned)
-	}
-	return nil
+	})
 }

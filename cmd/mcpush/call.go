@@ -29,50 +29,43 @@ func cmdCall(ctx context.Context, e *env, c *common, name string, args []string,
 	if noWait && (c.mode == "" || c.mode == "2025") {
 		return fmt.Errorf("%w: --no-wait needs --protocol 2026 or auto: tasks are a 2026-era extension", errUsage)
 	}
-	client, err := newClient(ctx, e, c, &mcp.ClientOptions{NoStandaloneStream: true})
-	if err != nil {
-		return err
-	}
-	cs, err := client.Connect(ctx, c.url)
-	if err != nil {
-		return err
-	}
-	defer closeSession(ctx, cs)
-	var schema *inputSchema
-	if len(args) > 0 {
-		tools, err := cs.ListTools(ctx)
+	return withSession(ctx, e, c, nil, func(cs *mcp.ClientSession) error {
+		var schema *inputSchema
+		if len(args) > 0 {
+			tools, err := cs.ListTools(ctx)
+			if err != nil {
+				return err
+			}
+			for _, t := range tools {
+				if t.Name == name {
+					schema = schemaOf(t)
+				}
+			}
+		}
+		arguments, err := parseArgs(args, schema)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		pr := newProgressRenderer(e, name)
+		res, task, err := cs.StartTool(ctx, name, arguments, pr.update)
+		pr.finish()
 		if err != nil {
 			return err
 		}
-		for _, t := range tools {
-			if t.Name == name {
-				schema = schemaOf(t)
+		if task == nil && noWait {
+			fmt.Fprintf(e.stderr, "mcpush: --no-wait: %s ran in the request, not as a task (the tool does not support tasks); its result follows\n", name)
+		}
+		if task != nil {
+			if noWait {
+				fmt.Fprintln(e.stdout, task.TaskID)
+				return nil
+			}
+			if res, err = cs.AwaitTask(ctx, task.TaskID, func(t *mcp.Task) { printTaskStatus(e, t) }); err != nil {
+				return err
 			}
 		}
-	}
-	arguments, err := parseArgs(args, schema)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	pr := newProgressRenderer(e, name)
-	res, task, err := cs.StartTool(ctx, name, arguments, pr.update)
-	pr.finish()
-	if err != nil {
-		return err
-	}
-	if task == nil && noWait {
-		fmt.Fprintf(e.stderr, "mcpush: --no-wait: %s ran in the request, not as a task (the tool does not support tasks); its result follows\n", name)
-	}
-	if task != nil {
-		if noWait {
-			fmt.Fprintln(e.stdout, task.TaskID)
-			return nil
-		}
-		if res, err = cs.AwaitTask(ctx, task.TaskID, func(t *mcp.Task) { printTaskStatus(e, t) }); err != nil {
-			return err
-		}
-	}
-	return printResult(e, res)
+		return printResult(e, res)
+	})
 }
 
 // printResult prints a tool's result: its structured content as JSON, or

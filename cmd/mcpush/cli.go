@@ -165,6 +165,8 @@ type hinted struct {
 func (h *hinted) Error() string { return h.err.Error() }
 func (h *hinted) Unwrap() error { return h.err }
 
+// runErr runs the command line args: the common flags, then a command
+// (runner) with its own flags and arguments.
 func runErr(ctx context.Context, args []string, e *env) error {
 	c := &common{url: e.url, service: "lambda"}
 	global := flag.NewFlagSet("mcpush", flag.ContinueOnError)
@@ -180,164 +182,18 @@ func runErr(ctx context.Context, args []string, e *env) error {
 	if global.NArg() == 0 {
 		return fmt.Errorf("%w: no command", errUsage)
 	}
-	cmd, rest := global.Arg(0), global.Args()[1:]
-	if cmd == "help" {
-		return writeHelp(e.stdout, rest)
+	name := global.Arg(0)
+	if name == "help" {
+		return writeHelp(e.stdout, global.Args()[1:])
 	}
-	fs := flag.NewFlagSet("mcpush "+cmd, flag.ContinueOnError)
+	fs := flag.NewFlagSet("mcpush "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	c.register(fs)
-	// parseCmd parses the command's flags wherever they stand and returns
-	// its arguments; with none set, the URL is the local server's.
-	parseCmd := func(maxArgs int) ([]string, error) {
-		pos, err := parse(fs, rest)
-		if errors.Is(err, flag.ErrHelp) {
-			if herr := writeHelp(e.stdout, global.Args()); herr != nil {
-				return nil, herr
-			}
-			return nil, err
-		}
-		if err != nil {
-			return nil, err
-		}
-		if maxArgs >= 0 && len(pos) > maxArgs {
-			return nil, fmt.Errorf("%w: %s takes no arguments, got %q", errUsage, cmd, pos)
-		}
-		if c.url == "" {
-			c.url = defaultURL
-		}
-		return pos, nil
+	r := runner(name)
+	if r == nil {
+		return fmt.Errorf("%w: unknown command %q", errUsage, name)
 	}
-	switch cmd {
-	case "tools":
-		asJSON := fs.Bool("json", false, "print the tools as JSON")
-		if _, err := parseCmd(0); err != nil {
-			return err
-		}
-		return c.oneShot(ctx, func(ctx context.Context) error { return cmdTools(ctx, e, c, *asJSON) })
-	case "call":
-		noWait := fs.Bool("no-wait", false, "print the task id of a call the server runs as a task, and return")
-		fs.Bool("json", true, "print the structured content as JSON (what call always does)")
-		pos, err := parseCmd(-1)
-		if err != nil {
-			return err
-		}
-		if len(pos) == 0 {
-			return fmt.Errorf("%w: call needs a tool name", errUsage)
-		}
-		return c.oneShot(ctx, func(ctx context.Context) error { return cmdCall(ctx, e, c, pos[0], pos[1:], *noWait) })
-	case "task":
-		pos, err := parseCmd(2)
-		if err != nil {
-			return err
-		}
-		if len(pos) != 2 || (pos[0] != "get" && pos[0] != "cancel") {
-			return fmt.Errorf("%w: task takes get ID or cancel ID", errUsage)
-		}
-		return c.oneShot(ctx, func(ctx context.Context) error { return cmdTask(ctx, e, c, pos[0], pos[1]) })
-	case "events":
-		asJSON := fs.Bool("json", false, "events list: print the event types as JSON; events stream: one JSON line per event; events receive: one JSON line per delivery")
-		f := &eventsFlags{}
-		fs.IntVar(&f.maxEvents, "max-events", 0, "events poll: at most this many events a poll")
-		fs.BoolVar(&f.follow, "follow", false, "events poll: poll until interrupted, one JSON line per event")
-		sf := &streamFlags{}
-		fs.StringVar(&sf.cursor, "cursor", "", "events poll, events stream: the cursor to start from (default: now)")
-		fs.Var(&sf.args, "arg", "events stream: an argument key=value (repeatable; the same as a positional key=value)")
-		rf := &receiveFlags{}
-		fs.StringVar(&rf.listen, "listen", "", "events receive: the address to receive webhooks on (e.g. 127.0.0.1:9000)")
-		fs.Var(&rf.secrets, "secret", "events receive: a whsec_ secret deliveries are signed with (repeatable); events subscribe: the receiver's secret")
-		af := &ageFlags{}
-		fs.StringVar(&af.maxAge, "max-age", "", "events poll, stream, subscribe: skip the events after --cursor older than this (e.g. 10m)")
-		fs.StringVar(&af.since, "since", "", "events poll, stream, subscribe: skip the events after --cursor before this RFC 3339 time")
-		subf := &subscribeFlags{}
-		fs.StringVar(&subf.callback, "callback", "", "events subscribe, unsubscribe: the webhook URL events are POSTed to")
-		fs.StringVar(&subf.ttl, "ttl", "", "events subscribe: the lifetime to ask for (e.g. 1h; none: no expiry; default: the server's)")
-		pos, err := parseCmd(-1)
-		if err != nil {
-			return err
-		}
-		if len(pos) >= 1 && (pos[0] == "poll" || pos[0] == "stream" || pos[0] == "subscribe") {
-			if sf.maxAgeMs, err = af.maxAgeMs(sf.cursor, time.Now()); err != nil {
-				return err
-			}
-		} else if af.maxAge != "" || af.since != "" {
-			return fmt.Errorf("%w: --max-age and --since are for events poll, stream and subscribe", errUsage)
-		}
-		switch {
-		case len(pos) == 1 && pos[0] == "secret":
-			_, err := fmt.Fprintln(e.stdout, mcp.NewWebhookSecret())
-			return err
-		case len(pos) >= 2 && pos[0] == "subscribe":
-			secret := e.webhookSecret
-			if len(rf.secrets) > 0 {
-				secret = rf.secrets[0]
-			}
-			return c.oneShot(ctx, func(ctx context.Context) error {
-				return cmdEventsSubscribe(ctx, e, c, pos[1], pos[2:], subf, secret, sf)
-			})
-		case len(pos) >= 2 && pos[0] == "unsubscribe":
-			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsUnsubscribe(ctx, e, c, pos[1], pos[2:], subf, sf) })
-		case len(pos) == 1 && pos[0] == "list":
-			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsList(ctx, e, c, *asJSON) })
-		case len(pos) == 1 && pos[0] == "receive":
-			return cmdEventsReceive(ctx, e, rf, *asJSON)
-		case len(pos) >= 2 && pos[0] == "stream":
-			return cmdEventsStream(ctx, e, c, pos[1], pos[2:], sf, *asJSON)
-		case len(pos) >= 2 && pos[0] == "poll":
-			f.cursor, f.maxAgeMs = sf.cursor, sf.maxAgeMs
-			if f.follow {
-				return cmdEventsPoll(ctx, e, c, pos[1], pos[2:], f)
-			}
-			return c.oneShot(ctx, func(ctx context.Context) error { return cmdEventsPoll(ctx, e, c, pos[1], pos[2:], f) })
-		}
-		return fmt.Errorf("%w: events takes list, poll NAME [key=value ...], stream NAME [key=value ...], subscribe|unsubscribe NAME [key=value ...] --callback URL, receive --listen ADDR, or secret ('mcpush help events')", errUsage)
-	case "watch":
-		var topics topicsFlag
-		fs.Var(&topics, "topic", "a topic to subscribe to (repeatable)")
-		asJSON := fs.Bool("json", false, "one JSON object per line")
-		if _, err := parseCmd(0); err != nil {
-			return err
-		}
-		return cmdWatch(ctx, e, c, topics, *asJSON)
-	case "publish":
-		p := &publishFlags{}
-		fs.StringVar(&p.topicARN, "topic-arn", "", "the SNS topic ARN")
-		fs.StringVar(&p.message, "message", "", "the message")
-		fs.StringVar(&p.subject, "subject", "", "the subject (optional)")
-		fs.StringVar(&p.endpointURL, "endpoint-url", "", "the SNS API endpoint (e.g. a local moto_server)")
-		if _, err := parseCmd(0); err != nil {
-			return err
-		}
-		p.region = c.region
-		return cmdPublish(ctx, e, p)
-	case "admin":
-		f := &adminFlags{}
-		fs.StringVar(&f.typ, "type", "", "admin webhooks list: the subscriptions of this event type")
-		fs.StringVar(&f.principal, "principal", "", "admin webhooks list: the subscriptions of this principal")
-		fs.IntVar(&f.limit, "limit", 0, "admin webhooks list: at most this many (default 1000)")
-		fs.StringVar(&f.topic, "topic", "", "admin webhooks suspend, resume, delete, replay: the subscription's topic")
-		fs.StringVar(&f.cursor, "cursor", "", "admin webhooks replay: deliver again the events after this cursor")
-		fs.StringVar(&f.since, "since", "", "admin webhooks replay: deliver again the events from this RFC 3339 time")
-		fs.BoolVar(&f.asJSON, "json", false, "print the server's answer as JSON")
-		pos, err := parseCmd(-1)
-		if err != nil {
-			return err
-		}
-		return c.oneShot(ctx, func(ctx context.Context) error { return cmdAdmin(ctx, e, c, pos, f) })
-	case "login":
-		f := &loginFlags{}
-		fs.StringVar(&f.clientID, "client-id", "", "a registered OAuth client id")
-		fs.StringVar(&f.clientSecret, "client-secret", "", "its secret: the client-credentials grant")
-		fs.StringVar(&f.scope, "scope", "", "scopes to ask for (default: what the server asks)")
-		fs.IntVar(&f.port, "port", 0, "the loopback redirect's port (default: any free one)")
-		fs.StringVar(&f.host, "redirect-host", "", "the loopback redirect's host (default 127.0.0.1)")
-		if _, err := parseCmd(0); err != nil {
-			return err
-		}
-		return cmdLogin(ctx, e, c, f)
-	default:
-		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
-	}
+	return r(ctx, &invocation{e: e, c: c, fs: fs, words: global.Args()})
 }
 
 // parse parses the flags of fs wherever they stand in args and returns the
@@ -459,29 +315,50 @@ func newClient(ctx context.Context, e *env, c *common, opts *mcp.ClientOptions) 
 	return mcp.NewClient(&mcp.Implementation{Name: "mcpush-cli", Version: version}, &o), nil
 }
 
-func cmdTools(ctx context.Context, e *env, c *common, asJSON bool) error {
-	client, err := newClient(ctx, e, c, &mcp.ClientOptions{NoStandaloneStream: true})
+// withSession runs f in a session with the server at --url: it builds
+// the client the common flags describe with opts (newClient; nil opts: a
+// one-shot client, without a standalone stream), connects, and ends the
+// session when f returns (runSession).
+func withSession(ctx context.Context, e *env, c *common, opts *mcp.ClientOptions, f func(cs *mcp.ClientSession) error) error {
+	if opts == nil {
+		opts = &mcp.ClientOptions{NoStandaloneStream: true}
+	}
+	client, err := newClient(ctx, e, c, opts)
 	if err != nil {
 		return err
 	}
+	return runSession(ctx, c, client, f)
+}
+
+// runSession connects client to --url, runs f in the session, and ends
+// the session when f returns (closeSession).
+func runSession(ctx context.Context, c *common, client *mcp.Client, f func(cs *mcp.ClientSession) error) error {
 	cs, err := client.Connect(ctx, c.url)
 	if err != nil {
 		return err
 	}
 	defer closeSession(ctx, cs)
-	tools, err := cs.ListTools(ctx)
-	if err != nil {
-		return err
-	}
-	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
-	if asJSON {
-		return writeJSON(e.stdout, tools, true)
-	}
-	for _, t := range tools {
-		desc, _, _ := strings.Cut(t.Description, "\n")
-		fmt.Fprintf(e.stdout, "%s\t%s\n", t.Name, desc)
-	}
-	return nil
+	return f(cs)
+}
+
+// cmdTools prints the server's tools sorted by name: one line each (name,
+// the first line of its description), or JSON with asJSON.
+func cmdTools(ctx context.Context, e *env, c *common, asJSON bool) error {
+	return withSession(ctx, e, c, nil, func(cs *mcp.ClientSession) error {
+		tools, err := cs.ListTools(ctx)
+		if err != nil {
+			return err
+		}
+		sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
+		if asJSON {
+			return writeJSON(e.stdout, tools, true)
+		}
+		for _, t := range tools {
+			desc, _, _ := strings.Cut(t.Description, "\n")
+			fmt.Fprintf(e.stdout, "%s\t%s\n", t.Name, desc)
+		}
+		return nil
+	})
 }
 
 func writeJSON(w io.Writer, v any, indent bool) error {

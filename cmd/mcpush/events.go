@@ -65,22 +65,19 @@ func (a *ageFlags) maxAgeMs(cursor string, now time.Time) (*int64, error) {
 // cmdEventsList prints the server's event types (events/list): one line
 // each (name, delivery modes, description), or JSON with asJSON.
 func cmdEventsList(ctx context.Context, e *env, c *common, asJSON bool) error {
-	cs, err := connectOneShot(ctx, e, c)
-	if err != nil {
-		return err
-	}
-	defer closeSession(ctx, cs)
-	types, err := cs.ListEvents(ctx)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return writeJSON(e.stdout, types, true)
-	}
-	for _, t := range types {
-		fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", t.Name, strings.Join(t.Delivery, ","), t.Description)
-	}
-	return nil
+	return withSession(ctx, e, c, nil, func(cs *mcp.ClientSession) error {
+		types, err := cs.ListEvents(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(e.stdout, types, true)
+		}
+		for _, t := range types {
+			fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", t.Name, strings.Join(t.Delivery, ","), t.Description)
+		}
+		return nil
+	})
 }
 
 // cmdEventsPoll polls event type name with arguments args (key=value,
@@ -91,60 +88,58 @@ func cmdEventsList(ctx context.Context, e *env, c *common, asJSON bool) error {
 // (--cursor). Without --cursor it starts from now; --max-age or --since
 // skip the events after the cursor older than that (maxAgeMs).
 func cmdEventsPoll(ctx context.Context, e *env, c *common, name string, args []string, f *eventsFlags) error {
-	cs, err := connectOneShot(ctx, e, c)
-	if err != nil {
-		return err
-	}
-	defer closeSession(ctx, cs)
-	p := mcp.PollEventsParams{Name: name}
-	if p.Arguments, err = eventArguments(ctx, cs, name, args); err != nil {
-		return err
-	}
-	if f.cursor != "" {
-		p.Cursor = &f.cursor
-	}
-	if f.maxEvents > 0 {
-		p.MaxEvents = &f.maxEvents
-	}
-	p.MaxAgeMs = f.maxAgeMs
-	if !f.follow {
-		res, err := cs.PollEvents(ctx, &p)
-		if err != nil {
+	return withSession(ctx, e, c, nil, func(cs *mcp.ClientSession) error {
+		p := mcp.PollEventsParams{Name: name}
+		var err error
+		if p.Arguments, err = eventArguments(ctx, cs, name, args); err != nil {
 			return err
 		}
-		return writeJSON(e.stdout, res, true)
-	}
-	var last *string
-	handle := func(res *mcp.PollEventsResult) error {
-		if res.Truncated {
-			fmt.Fprintln(e.stderr, "mcpush: events were skipped (truncated): the cursor was older than what the server keeps, or the events older than --max-age/--since")
+		if f.cursor != "" {
+			p.Cursor = &f.cursor
 		}
-		for _, ev := range res.Events {
-			if err := writeJSON(e.stdout, ev, false); err != nil {
+		if f.maxEvents > 0 {
+			p.MaxEvents = &f.maxEvents
+		}
+		p.MaxAgeMs = f.maxAgeMs
+		if !f.follow {
+			res, err := cs.PollEvents(ctx, &p)
+			if err != nil {
 				return err
 			}
+			return writeJSON(e.stdout, res, true)
 		}
-		last = res.Cursor
-		return nil
-	}
-	if p.MaxAgeMs != nil {
-		// maxAgeMs bounds where the replay starts, not what follows: a
-		// floor kept on every poll would skip the events that arrive
-		// between two polls once they are older than it.
-		res, err := cs.PollEvents(ctx, &p)
-		if err != nil {
-			return err
+		var last *string
+		handle := func(res *mcp.PollEventsResult) error {
+			if res.Truncated {
+				fmt.Fprintln(e.stderr, "mcpush: events were skipped (truncated): the cursor was older than what the server keeps, or the events older than --max-age/--since")
+			}
+			for _, ev := range res.Events {
+				if err := writeJSON(e.stdout, ev, false); err != nil {
+					return err
+				}
+			}
+			last = res.Cursor
+			return nil
 		}
-		if err := handle(res); err != nil {
-			return err
+		if p.MaxAgeMs != nil {
+			// maxAgeMs bounds where the replay starts, not what follows: a
+			// floor kept on every poll would skip the events that arrive
+			// between two polls once they are older than it.
+			res, err := cs.PollEvents(ctx, &p)
+			if err != nil {
+				return err
+			}
+			if err := handle(res); err != nil {
+				return err
+			}
+			p.Cursor, p.MaxAgeMs = res.Cursor, nil
 		}
-		p.Cursor, p.MaxAgeMs = res.Cursor, nil
-	}
-	err = cs.PollLoop(ctx, p, nil, handle)
-	if last != nil {
-		fmt.Fprintln(e.stderr, "cursor: "+*last)
-	}
-	return err
+		err = cs.PollLoop(ctx, p, nil, handle)
+		if last != nil {
+			fmt.Fprintln(e.stderr, "cursor: "+*last)
+		}
+		return err
+	})
 }
 
 // eventArguments returns the arguments of a subscription to event type
@@ -172,15 +167,6 @@ func eventArguments(ctx context.Context, cs *mcp.ClientSession, name string, arg
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return json.Marshal(arguments)
-}
-
-// connectOneShot connects a client without a standalone stream.
-func connectOneShot(ctx context.Context, e *env, c *common) (*mcp.ClientSession, error) {
-	client, err := newClient(ctx, e, c, &mcp.ClientOptions{NoStandaloneStream: true})
-	if err != nil {
-		return nil, err
-	}
-	return client.Connect(ctx, c.url)
 }
 
 // subscribeFlags are the flags of events subscribe and unsubscribe.
@@ -221,19 +207,17 @@ func cmdEventsSubscribe(ctx context.Context, e *env, c *common, name string, arg
 		p.Cursor = &sf.cursor
 	}
 	p.MaxAgeMs = sf.maxAgeMs
-	cs, err := connectOneShot(ctx, e, c)
-	if err != nil {
-		return err
-	}
-	defer closeSession(ctx, cs)
-	if p.Arguments, err = eventArguments(ctx, cs, name, append(args, sf.args...)); err != nil {
-		return err
-	}
-	res, err := cs.SubscribeEvents(ctx, &p)
-	if err != nil {
-		return webhookHint(err, f.callback)
-	}
-	return writeJSON(e.stdout, res, true)
+	return withSession(ctx, e, c, nil, func(cs *mcp.ClientSession) error {
+		var err error
+		if p.Arguments, err = eventArguments(ctx, cs, name, append(args, sf.args...)); err != nil {
+			return err
+		}
+		res, err := cs.SubscribeEvents(ctx, &p)
+		if err != nil {
+			return webhookHint(err, f.callback)
+		}
+		return writeJSON(e.stdout, res, true)
+	})
 }
 
 // cmdEventsUnsubscribe ends the webhook subscription of name, arguments
@@ -242,20 +226,18 @@ func cmdEventsUnsubscribe(ctx context.Context, e *env, c *common, name string, a
 	if f.callback == "" {
 		return fmt.Errorf("%w: events unsubscribe needs --callback URL", errUsage)
 	}
-	cs, err := connectOneShot(ctx, e, c)
-	if err != nil {
-		return err
-	}
-	defer closeSession(ctx, cs)
-	p := mcp.UnsubscribeEventsParams{Name: name, Delivery: &mcp.WebhookDelivery{URL: f.callback}}
-	if p.Arguments, err = eventArguments(ctx, cs, name, append(args, sf.args...)); err != nil {
-		return err
-	}
-	if err := cs.UnsubscribeEvents(ctx, &p); err != nil {
-		return webhookHint(err, f.callback)
-	}
-	fmt.Fprintln(e.stdout, "unsubscribed")
-	return nil
+	return withSession(ctx, e, c, nil, func(cs *mcp.ClientSession) error {
+		p := mcp.UnsubscribeEventsParams{Name: name, Delivery: &mcp.WebhookDelivery{URL: f.callback}}
+		var err error
+		if p.Arguments, err = eventArguments(ctx, cs, name, append(args, sf.args...)); err != nil {
+			return err
+		}
+		if err := cs.UnsubscribeEvents(ctx, &p); err != nil {
+			return webhookHint(err, f.callback)
+		}
+		fmt.Fprintln(e.stdout, "unsubscribed")
+		return nil
+	})
 }
 
 // webhookHint returns err with a hint when it is a refusal of

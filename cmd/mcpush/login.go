@@ -55,29 +55,22 @@ func cmdLogin(ctx context.Context, e *env, c *common, f *loginFlags) error {
 			}}
 	}
 	c.noLogin = true // sign in afresh, whatever is kept
-	client, err := newClient(ctx, e, c, &mcp.ClientOptions{NoStandaloneStream: true, Authorizer: a})
-	if err != nil {
-		return err
-	}
-	cs, err := client.Connect(ctx, c.url)
-	if err != nil {
-		return err
-	}
-	defer cs.Close(context.WithoutCancel(ctx))
-	if _, err := cs.ListTools(ctx); err != nil {
-		return err
-	}
-	mu.Lock()
-	l := kept
-	mu.Unlock()
-	if l == nil {
-		return fmt.Errorf("%s did not ask for a token: nothing to keep", c.url)
-	}
-	if err := saveLogin(e.loginsPath, c.url, l); err != nil {
-		return err
-	}
-	fmt.Fprintf(e.stdout, "signed in to %s (authorization server %s, client %s); kept in %s\n", c.url, l.Issuer, l.ClientID, e.loginsPath)
-	return nil
+	return withSession(ctx, e, c, &mcp.ClientOptions{NoStandaloneStream: true, Authorizer: a}, func(cs *mcp.ClientSession) error {
+		if _, err := cs.ListTools(ctx); err != nil {
+			return err
+		}
+		mu.Lock()
+		l := kept
+		mu.Unlock()
+		if l == nil {
+			return fmt.Errorf("%s did not ask for a token: nothing to keep", c.url)
+		}
+		if err := saveLogin(e.loginsPath, c.url, l); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "signed in to %s (authorization server %s, client %s); kept in %s\n", c.url, l.Issuer, l.ClientID, e.loginsPath)
+		return nil
+	})
 }
 
 // loginsMu serializes the read-modify-write of the logins file within

@@ -13,25 +13,18 @@ func cmdTask(ctx context.Context, e *env, c *common, op, id string) error {
 	if c.mode == "" {
 		c.mode = "2026"
 	}
-	client, err := newClient(ctx, e, c, &mcp.ClientOptions{NoStandaloneStream: true})
-	if err != nil {
-		return err
-	}
-	cs, err := client.Connect(ctx, c.url)
-	if err != nil {
-		return err
-	}
-	defer cs.Close(context.WithoutCancel(ctx))
-	if op == "cancel" {
-		if err := cs.CancelTask(ctx, id); err != nil {
+	return withSession(ctx, e, c, nil, func(cs *mcp.ClientSession) error {
+		if op == "cancel" {
+			if err := cs.CancelTask(ctx, id); err != nil {
+				return err
+			}
+			fmt.Fprintln(e.stderr, "task "+id+": cancel requested")
+			return nil
+		}
+		t, err := cs.GetTask(ctx, id)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintln(e.stderr, "task "+id+": cancel requested")
-		return nil
-	}
-	t, err := cs.GetTask(ctx, id)
-	if err != nil {
-		return err
-	}
-	return writeJSON(e.stdout, t, true)
+		return writeJSON(e.stdout, t, true)
+	})
 }

@@ -110,30 +110,27 @@ func cmdWatch(ctx context.Context, e *env, c *common, topics []string, asJSON bo
 	client.AddNotificationHandler("notifications/tools/list_changed", listChanged("tools"))
 	client.AddNotificationHandler("notifications/prompts/list_changed", listChanged("prompts"))
 	client.AddNotificationHandler("notifications/resources/list_changed", listChanged("resources"))
-	cs, err := client.Connect(ctx, c.url)
-	if err != nil {
-		return err
-	}
-	defer closeSession(ctx, cs)
-	if len(topics) > 0 {
-		if err := w.baseline(ctx, cs); err != nil {
-			return err
-		}
-		if err := cs.SetLoggingLevel(ctx, "info"); err != nil {
-			return err
-		}
-		for _, t := range topics {
-			if err := cs.Subscribe(ctx, "events://"+t); err != nil {
+	return runSession(ctx, c, client, func(cs *mcp.ClientSession) error {
+		if len(topics) > 0 {
+			if err := w.baseline(ctx, cs); err != nil {
 				return err
 			}
+			if err := cs.SetLoggingLevel(ctx, "info"); err != nil {
+				return err
+			}
+			for _, t := range topics {
+				if err := cs.Subscribe(ctx, "events://"+t); err != nil {
+					return err
+				}
+			}
+			// Events published between the baseline and the subscriptions
+			// came with no notification: print them now.
+			w.catchUp(ctx, cs)
 		}
-		// Events published between the baseline and the subscriptions
-		// came with no notification: print them now.
-		w.catchUp(ctx, cs)
-	}
-	fmt.Fprintf(e.stderr, "mcpush: watching %s (topics: %s); interrupt to stop\n", c.url, strings.Join(topics, ", "))
-	<-ctx.Done()
-	return nil
+		fmt.Fprintf(e.stderr, "mcpush: watching %s (topics: %s); interrupt to stop\n", c.url, strings.Join(topics, ", "))
+		<-ctx.Done()
+		return nil
+	})
 }
 
 // droppedReportEvery spaces watch's reports of dropped notifications.

@@ -68,7 +68,7 @@ func main() {
 	defer stop()
 	if err := run(ctx, logger); err != nil {
 		logger.Error("counter failed", "err", err)
-		if api := os.Getenv("AWS_LAMBDA_RUNTIME_API"); api != "" {
+		if api := envconfig.RuntimeAPI(os.Getenv); api != "" {
 			serve.ReportInitError(api, err) // the invoker sees why
 		}
 		os.Exit(1)

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpush/mcpush/internal/oauthtest"
 	"github.com/mcpush/mcpush/internal/testenv"
 	"github.com/mcpush/mcpush/pkg/mcp"
 )
@@ -170,37 +169,22 @@ func TestAISDKWebhook(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skipping the AI SDK webhook test")
 	}
-	as := oauthtest.Start(t, &oauthtest.Options{
-		Scopes:  []string{oauthScope},
-		Clients: []oauthtest.Client{{ID: "alice", Secret: "alice-secret", Scope: oauthScope}},
-	})
-	bin := ServerBinary(t)
-	ingestBin := testenv.BuildBinary(t, "./functions/sns-ingest")
+	rig := newWebhookRig(t)
 	for _, store := range []Store{SQLiteStore(), DynamoDBStore()} {
 		t.Run(store.Name, func(t *testing.T) {
-			testAISDKWebhook(t, as, bin, ingestBin, store)
+			testAISDKWebhook(t, rig, store)
 		})
 	}
 }
 
-func testAISDKWebhook(t *testing.T, as *oauthtest.Server, bin, ingestBin string, store Store) {
+func testAISDKWebhook(t *testing.T, rig *webhookRig, store Store) {
 	port := testenv.FreePort(t)
 	origin := "http://127.0.0.1:" + strconv.Itoa(port)
-	// The server and the ingest both: the ingest (or whichever process
-	// delivers) checks the callback again before every POST.
-	storeEnv := append(store.Env(t),
-		"MCPUSH_STATE_KEYS=aisdk-e2e-key-0123456789abcdef0123456789ab",
-		"MCPUSH_WEBHOOK_ALLOW="+origin)
-	env := append(storeEnv,
-		"MCPUSH_AUTH=oauth",
-		"MCPUSH_OAUTH_ISSUER="+as.Issuer,
-		"MCPUSH_OAUTH_SCOPES="+oauthScope,
-		interopGORACE())
-	c := StartCluster(t, 1, &ClusterOptions{Binary: bin, Env: env, ReadyPath: "/healthz"})
+	storeEnv, env := rig.env(t, store, "aisdk-e2e-key-0123456789abcdef0123456789ab", origin)
+	c := StartCluster(t, 1, &ClusterOptions{Binary: rig.bin, Env: env, ReadyPath: "/healthz"})
 	url := c.URL(0)
-	alice := as.Token(t, "alice", "alice-secret", url, oauthScope)
-	ingest := &pushIngest{bin: ingestBin, env: storeEnv}
-	ingest.mustDeliver(t, pushSNSRecord{MessageID: "reg-1", Message: `{"type":"registry","registry":"events","op":"put","items":[{"name":"order.created","topic":"orders","inputSchema":{"type":"object","properties":{"region":{"type":"string"}}}}]}`})
+	alice := rig.as.Token(t, "alice", "alice-secret", url, oauthScope)
+	ingest := rig.ingest(t, storeEnv)
 
 	sdk := startAISDK(t, url, alice, port)
 	var reqs []aisdkLine

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,6 +46,51 @@ func startNodeReceiver(t *testing.T, secret string) (string, <-chan webhookRecor
 	return "http://127.0.0.1:" + strconv.Itoa(port), records
 }
 
+// webhookRig is what the end-to-end webhook tests share: an
+// authorization server whose client alice has oauthScope, and the
+// binaries of the server and of sns-ingest.
+type webhookRig struct {
+	as             *oauthtest.Server
+	bin, ingestBin string
+}
+
+// newWebhookRig starts the authorization server and builds the binaries.
+func newWebhookRig(t *testing.T) *webhookRig {
+	t.Helper()
+	return &webhookRig{
+		as: oauthtest.Start(t, &oauthtest.Options{
+			Scopes:  []string{oauthScope},
+			Clients: []oauthtest.Client{{ID: "alice", Secret: "alice-secret", Scope: oauthScope}},
+		}),
+		bin:       ServerBinary(t),
+		ingestBin: testenv.BuildBinary(t, "./functions/sns-ingest"),
+	}
+}
+
+// env returns the environment of sns-ingest on store, with the state key
+// stateKey and the receiver's origin allowed (whichever process delivers
+// checks the callback again before every POST), and that of the server:
+// the same with MCPUSH_AUTH=oauth against the rig's authorization server.
+func (r *webhookRig) env(t *testing.T, store Store, stateKey, origin string) (ingestEnv, serverEnv []string) {
+	ingestEnv = append(store.Env(t), "MCPUSH_STATE_KEYS="+stateKey, "MCPUSH_WEBHOOK_ALLOW="+origin)
+	serverEnv = slices.Concat(ingestEnv, []string{
+		"MCPUSH_AUTH=oauth",
+		"MCPUSH_OAUTH_ISSUER=" + r.as.Issuer,
+		"MCPUSH_OAUTH_SCOPES=" + oauthScope,
+		interopGORACE(),
+	})
+	return ingestEnv, serverEnv
+}
+
+// ingest returns sns-ingest with env, after it put the event type
+// order.created (topic orders, argument region) in the events registry.
+func (r *webhookRig) ingest(t *testing.T, env []string) *pushIngest {
+	t.Helper()
+	ingest := &pushIngest{bin: r.ingestBin, env: env}
+	ingest.mustDeliver(t, pushSNSRecord{MessageID: "reg-1", Message: `{"type":"registry","registry":"events","op":"put","items":[{"name":"order.created","topic":"orders","inputSchema":{"type":"object","properties":{"region":{"type":"string"}}}}]}`})
+	return ingest
+}
+
 // nextWebhook returns the receiver's next record within timeout.
 func nextWebhook(t *testing.T, records <-chan webhookRecord, timeout time.Duration) webhookRecord {
 	t.Helper()
@@ -75,34 +121,22 @@ func TestWebhookE2E(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skipping the multi-process webhook test")
 	}
-	as := oauthtest.Start(t, &oauthtest.Options{
-		Scopes:  []string{oauthScope},
-		Clients: []oauthtest.Client{{ID: "alice", Secret: "alice-secret", Scope: oauthScope}},
-	})
-	bin := ServerBinary(t)
-	ingestBin := testenv.BuildBinary(t, "./functions/sns-ingest")
+	rig := newWebhookRig(t)
 	for _, tc := range []struct {
 		n     int
 		store Store
 		kill  bool
 	}{{1, SQLiteStore(), false}, {1, DynamoDBStore(), false}, {3, DynamoDBStore(), true}} {
 		t.Run(fmt.Sprintf("%d processes %s", tc.n, tc.store.Name), func(t *testing.T) {
-			testWebhookE2E(t, as, bin, ingestBin, tc.n, tc.store, tc.kill)
+			testWebhookE2E(t, rig, tc.n, tc.store, tc.kill)
 		})
 	}
 }
 
-func testWebhookE2E(t *testing.T, as *oauthtest.Server, bin, ingestBin string, n int, store Store, kill bool) {
+func testWebhookE2E(t *testing.T, rig *webhookRig, n int, store Store, kill bool) {
 	secret := mcp.NewWebhookSecret()
 	origin, records := startNodeReceiver(t, secret)
-	storeEnv := append(store.Env(t),
-		"MCPUSH_STATE_KEYS=webhook-e2e-key-0123456789abcdef0123456789",
-		"MCPUSH_WEBHOOK_ALLOW="+origin)
-	env := append(storeEnv,
-		"MCPUSH_AUTH=oauth",
-		"MCPUSH_OAUTH_ISSUER="+as.Issuer,
-		"MCPUSH_OAUTH_SCOPES="+oauthScope,
-		interopGORACE())
+	storeEnv, env := rig.env(t, store, "webhook-e2e-key-0123456789abcdef0123456789", origin)
 	var l net.Listener
 	if n > 1 {
 		var err error
@@ -111,14 +145,13 @@ func testWebhookE2E(t *testing.T, as *oauthtest.Server, bin, ingestBin string, n
 		}
 		env = append(env, "MCPUSH_RESOURCE_URL=http://"+l.Addr().String()+"/mcp")
 	}
-	c := StartCluster(t, n, &ClusterOptions{Binary: bin, Env: env, ReadyPath: "/healthz"})
+	c := StartCluster(t, n, &ClusterOptions{Binary: rig.bin, Env: env, ReadyPath: "/healthz"})
 	url := c.URL(0)
 	if n > 1 {
 		url = NewProxyOn(t, l, c.BaseURLs()...).URL + "/mcp"
 	}
-	alice := as.Token(t, "alice", "alice-secret", url, oauthScope)
-	ingest := &pushIngest{bin: ingestBin, env: storeEnv}
-	ingest.mustDeliver(t, pushSNSRecord{MessageID: "reg-1", Message: `{"type":"registry","registry":"events","op":"put","items":[{"name":"order.created","topic":"orders","inputSchema":{"type":"object","properties":{"region":{"type":"string"}}}}]}`})
+	alice := rig.as.Token(t, "alice", "alice-secret", url, oauthScope)
+	ingest := rig.ingest(t, storeEnv)
 
 	call := func(token, method, params string) (int, map[string]any, *struct {
 		Code int             `json:"code"`

@@ -42,18 +42,7 @@ func StartFunction(tb testing.TB, bin string, env ...string) *Function {
 	f := &Function{API: api, Out: &testutil.LockedBuffer{}}
 	f.Cmd = exec.Command(bin)
 	f.Cmd.Dir = tb.TempDir()
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MCPUSH_") && !strings.HasPrefix(kv, "AWS_") {
-			f.Cmd.Env = append(f.Cmd.Env, kv)
-		}
-	}
-	f.Cmd.Env = append(f.Cmd.Env,
-		"AWS_LAMBDA_RUNTIME_API="+api.Addr(),
-		"AWS_LAMBDA_FUNCTION_NAME=mcpush-test",
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
-		"AWS_REGION=us-east-1",
-	)
-	f.Cmd.Env = append(f.Cmd.Env, env...)
+	f.Cmd.Env = Environ("mcpush-test", append([]string{"AWS_LAMBDA_RUNTIME_API=" + api.Addr()}, env...)...)
 	f.Cmd.Stdout, f.Cmd.Stderr = f.Out, f.Out
 	if err := f.Cmd.Start(); err != nil {
 		tb.Fatal(err)
@@ -69,6 +58,26 @@ func StartFunction(tb testing.TB, bin string, env ...string) *Function {
 		}
 	})
 	return f
+}
+
+// Environ returns the environment of a function process named name: the
+// test's, less its MCPUSH_* and AWS_* variables (a developer's settings
+// and credentials stay out), with what Lambda sets
+// (AWS_LAMBDA_FUNCTION_NAME, AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256,
+// AWS_REGION=us-east-1), then env, which may override them.
+func Environ(name string, env ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MCPUSH_") && !strings.HasPrefix(kv, "AWS_") {
+			out = append(out, kv)
+		}
+	}
+	out = append(out,
+		"AWS_LAMBDA_FUNCTION_NAME="+name,
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
+		"AWS_REGION=us-east-1",
+	)
+	return append(out, env...)
 }
 
 // Invoke delivers event and waits (at most 2 minutes) for the result; an

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpush/mcpush/internal/lambdatest"
 	"github.com/mcpush/mcpush/internal/testenv"
 	"github.com/mcpush/mcpush/internal/testutil"
 )
@@ -193,20 +194,11 @@ func Start(t testing.TB, bootstrap string, env ...string) *Emulator {
 	e.cmd = exec.Command(rie, "--runtime-interface-emulator-address", invokeAddr,
 		"--runtime-api-address", runtimeAddr, "--log-level", "info", bootstrap)
 	e.cmd.Dir = t.TempDir()
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "MCPUSH_") && !strings.HasPrefix(kv, "AWS_") {
-			e.cmd.Env = append(e.cmd.Env, kv)
-		}
-	}
-	e.cmd.Env = append(e.cmd.Env,
-		"AWS_LAMBDA_FUNCTION_NAME=mcpush-rie",
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=256",
+	e.cmd.Env = lambdatest.Environ("mcpush-rie", append([]string{
 		"AWS_LAMBDA_FUNCTION_TIMEOUT=60",
-		"AWS_REGION=us-east-1",
 		// No instance metadata service on loopback: never look for one.
 		"AWS_EC2_METADATA_DISABLED=true",
-	)
-	e.cmd.Env = append(e.cmd.Env, env...)
+	}, env...)...)
 	e.cmd.Stdout, e.cmd.Stderr = e.Out, e.Out
 	// Its own process group, killed as one (the function is its
 	// child), and dead with the test process.

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/mcpush/mcpush/internal/esm"
+	"github.com/mcpush/mcpush/internal/lambdatest"
 	"github.com/mcpush/mcpush/internal/moto"
 	"github.com/mcpush/mcpush/internal/oauthtest"
 	"github.com/mcpush/mcpush/internal/testenv"
@@ -62,39 +63,14 @@ const (
 // event reads testdata/NAME.json.
 func event(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return lambdatest.Fixture(t, "testdata", name)
 }
 
 // repoEvent reads the repository's events/NAME.json, the fixtures of
 // `sam local invoke -e` (docs/lambda.md's Local invoke).
 func repoEvent(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "events", name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// edit returns event changed by fns, which see it as generic JSON.
-func edit(t testing.TB, event []byte, fns ...func(ev map[string]any)) []byte {
-	t.Helper()
-	var ev map[string]any
-	if err := json.Unmarshal(event, &ev); err != nil {
-		t.Fatal(err)
-	}
-	for _, fn := range fns {
-		fn(ev)
-	}
-	b, err := json.Marshal(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return lambdatest.Fixture(t, filepath.Join(testenv.RepoRoot(t), "events"), name)
 }
 
 // withBody sets an HTTP event's body, base64-encoded as in the fixtures.
@@ -106,19 +82,6 @@ func withBody(body string) func(map[string]any) {
 // payload 2.0).
 func withHeader(name, value string) func(map[string]any) {
 	return func(ev map[string]any) { ev["headers"].(map[string]any)[strings.ToLower(name)] = value }
-}
-
-// withCaller sets the IAM signer of an HTTP event; "" removes the
-// authorizer.
-func withCaller(arn string) func(map[string]any) {
-	return func(ev map[string]any) {
-		rc := ev["requestContext"].(map[string]any)
-		if arn == "" {
-			delete(rc, "authorizer")
-			return
-		}
-		rc["authorizer"].(map[string]any)["iam"].(map[string]any)["userArn"] = arn
-	}
 }
 
 // httpResponse decodes a buffered-mode answer: the payload 2.0 response
@@ -231,7 +194,7 @@ func TestEmulatorMCPIAM(t *testing.T) {
 	}
 
 	call := func(caller, body string) events.APIGatewayV2HTTPResponse {
-		ev := edit(t, event(t, "http-api-iam-initialize"), withCaller(caller), withBody(body),
+		ev := lambdatest.Edit(t, event(t, "http-api-iam-initialize"), lambdatest.WithCaller(caller), withBody(body),
 			withHeader("Mcp-Session-Id", session), withHeader("Mcp-Protocol-Version", "2025-11-25"))
 		return httpResponse(t, e.Invoke(t, ev))
 	}
@@ -282,7 +245,7 @@ func TestEmulatorMCPStreamMode(t *testing.T) {
 	if p.StatusCode != http.StatusOK || session == "" || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
 		t.Fatalf("initialize: prelude %+v, body %s; want 200 naming the session, the result", p, body)
 	}
-	del := edit(t, repoEvent(t, "mcp-delete"), withHeader("Mcp-Session-Id", session))
+	del := lambdatest.Edit(t, repoEvent(t, "mcp-delete"), withHeader("Mcp-Session-Id", session))
 	if p, body := stream("DELETE", del); p.StatusCode/100 != 2 {
 		t.Errorf("DELETE of the session: prelude %+v, body %s; want 2xx", p, body)
 	}
@@ -354,12 +317,12 @@ func TestEmulatorMCPOAuth(t *testing.T) {
 		t.Errorf("no token: %d %q %s; want 401 with %s", resp.StatusCode, header(resp, "WWW-Authenticate"), resp.Body, challenge)
 	}
 	other := as.Token(t, "alice", "alice-secret", "https://elsewhere.example/mcp", "mcp:tools")
-	resp = httpResponse(t, e.Invoke(t, edit(t, event(t, "http-api-oauth-initialize"), withHeader("Authorization", "Bearer "+other))))
+	resp = httpResponse(t, e.Invoke(t, lambdatest.Edit(t, event(t, "http-api-oauth-initialize"), withHeader("Authorization", "Bearer "+other))))
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(header(resp, "WWW-Authenticate"), `error="invalid_token"`) {
 		t.Errorf("a token for another resource: %d %q %s; want 401 invalid_token", resp.StatusCode, header(resp, "WWW-Authenticate"), resp.Body)
 	}
 	token := as.Token(t, "alice", "alice-secret", resource, "mcp:tools")
-	resp = httpResponse(t, e.Invoke(t, edit(t, event(t, "http-api-oauth-initialize"), withHeader("Authorization", "Bearer "+token))))
+	resp = httpResponse(t, e.Invoke(t, lambdatest.Edit(t, event(t, "http-api-oauth-initialize"), withHeader("Authorization", "Bearer "+token))))
 	if resp.StatusCode != http.StatusOK || header(resp, "Mcp-Session-Id") == "" || !strings.Contains(resp.Body, `"protocolVersion":"2025-11-25"`) {
 		t.Errorf("initialize with a token: %d %v %s; want 200 with a session", resp.StatusCode, resp.Headers, resp.Body)
 	}
@@ -402,7 +365,7 @@ func TestEmulatorSNSIngest(t *testing.T) {
 		t.Errorf("topic orders holds %d events (%v): %+v; want the one event", len(evs), err, evs)
 	}
 
-	bad := edit(t, event(t, "sns-notification"), func(ev map[string]any) {
+	bad := lambdatest.Edit(t, event(t, "sns-notification"), func(ev map[string]any) {
 		sns := ev["Records"].([]any)[0].(map[string]any)["Sns"].(map[string]any)
 		sns["MessageId"] = "95df01b4-ee98-5cb9-9903-4c221d41eb5f"
 		sns["Message"] = `{"type":"event","data":{}}` // no topic
@@ -415,7 +378,7 @@ func TestEmulatorSNSIngest(t *testing.T) {
 
 	// SAM's scheduled event (EventBridge rules), and the EventBridge
 	// Scheduler's that template.yaml's ScheduleV2 sends.
-	scheduler := edit(t, event(t, "scheduled-event"), func(ev map[string]any) {
+	scheduler := lambdatest.Edit(t, event(t, "scheduled-event"), func(ev map[string]any) {
 		ev["source"], ev["detail"] = "aws.scheduler", "{}"
 		ev["resources"] = []string{"arn:aws:scheduler:us-east-1:123456789012:schedule/default/WebhookSweep"}
 	})
@@ -489,7 +452,7 @@ func TestBuildFlags(t *testing.T) {
 // replaced.
 func snsRecord(t testing.TB, messageID, message string) []byte {
 	t.Helper()
-	return edit(t, event(t, "sns-notification"), func(ev map[string]any) {
+	return lambdatest.Edit(t, event(t, "sns-notification"), func(ev map[string]any) {
 		sns := ev["Records"].([]any)[0].(map[string]any)["Sns"].(map[string]any)
 		sns["MessageId"], sns["Message"] = messageID, message
 	})
@@ -582,7 +545,7 @@ func TestEmulatorWebhookSweep(t *testing.T) {
 		t.Fatalf("the queue after the registry put: %s, %v; want one recheck task", b.Event, err)
 	}
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
-	subscribe := edit(t, event(t, "http-api-iam-initialize"),
+	subscribe := lambdatest.Edit(t, event(t, "http-api-iam-initialize"),
 		withHeader("Mcp-Protocol-Version", "2026-07-28"), withHeader("Mcp-Method", "events/subscribe"),
 		withBody(`{"jsonrpc":"2.0","id":1,"method":"events/subscribe","params":{"name":"order.created","arguments":{"region":"eu"},`+
 			`"delivery":{"mode":"webhook","url":"`+ts.URL+`/hooks/alice","secret":"`+secret+`"},`+meta+`}}`))

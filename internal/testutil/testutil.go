@@ -1,7 +1,8 @@
 // Package testutil holds the small helpers that tests across the module
 // share: a buffer safe for concurrent writers (a child process's output),
-// a settable clock, a raw MCP POST and an SSE parser. It is for tests
-// only and depends on nothing in the module.
+// a settable clock, a raw MCP POST, an SSE parser and a task queue that a
+// test drains by hand ([Queue]). It is for tests only and depends on
+// nothing in the module.
 package testutil
 
 import (

@@ -1,10 +1,11 @@
 // Package admintools adds the operator's view of webhook subscriptions
-// (delivery.Admin) to an *mcp.Server as tools that only an admin sees
-// and calls (mcp.Server.GuardTool): a caller whose OAuth token has the
+// ([delivery.Admin]) to an [*mcp.Server] as tools that only an admin sees
+// and calls ([mcp.Server.GuardTool]): a caller whose OAuth token has the
 // admin scope (MCPUSH_ADMIN_SCOPE, default mcpush:admin), or an IAM
-// caller whose ARN is listed (MCPUSH_ADMIN_ARNS). To anyone else the
-// tools do not exist: tools/list leaves them out and tools/call answers
-// as for an unknown tool. `mcpush admin` calls them.
+// caller whose ARN is listed (MCPUSH_ADMIN_ARNS); [Who] says which, and
+// [Add] registers the tools. To anyone else the tools do not exist:
+// tools/list leaves them out and tools/call answers as for an unknown
+// tool. `mcpush admin` calls them.
 //
 //   - admin_webhooks_list: subscriptions by event type or principal,
 //     with state and last attempts;
@@ -12,7 +13,7 @@
 //   - admin_webhook_suspend, admin_webhook_resume, admin_webhook_delete;
 //   - admin_webhook_replay: from a cursor or a time.
 //
-// Nothing they return holds a secret (delivery.View).
+// Nothing they return holds a secret ([delivery.View]).
 package admintools
 
 import (

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-cmp/cmp"
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/mcp"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/delivery"
@@ -119,33 +120,10 @@ func TestAccessWebhookDelivery(t *testing.T) {
 
 // drainQueue is a delivery.Queue that a test drains by hand, running
 // every task (delays ignored) until none is left.
-type drainQueue struct {
-	mu    sync.Mutex
-	tasks []delivery.Task
-}
-
-func (q *drainQueue) Enqueue(_ context.Context, tasks ...delivery.Task) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.tasks = append(q.tasks, tasks...)
-	return nil
-}
+type drainQueue struct{ testutil.Queue[delivery.Task] }
 
 func (q *drainQueue) drain(ctx context.Context, t *testing.T, e *delivery.Engine) {
-	for range 10_000 {
-		q.mu.Lock()
-		if len(q.tasks) == 0 {
-			q.mu.Unlock()
-			return
-		}
-		task := q.tasks[0]
-		q.tasks = q.tasks[1:]
-		q.mu.Unlock()
-		if _, err := e.Handle(ctx, task); err != nil {
-			t.Errorf("delivery task %+v: %v", task, err)
-		}
-	}
-	t.Fatal("delivery tasks still enqueued after 10,000")
+	q.Drain(t, func(task delivery.Task) error { _, err := e.Handle(ctx, task); return err })
 }
 
 // headerClaimsAuth: the principal from X-Principal, the claims from

@@ -1,19 +1,19 @@
 // Package metrics is mcpush's one set of named metrics: what the
 // functions count (events ingested, deliveries, held streams, refusals,
-// store requests, ...) through typed helpers, so that a handler calls
-// metrics.EventsIngested(ctx, metrics.Accepted, 1) and never formats a
-// metric itself. The instruments are OpenTelemetry's (the Go metrics API,
-// go.opentelemetry.io/otel/metric), on the package's own small
-// implementation of the API (meter.go) rather than the SDK's, for the
-// size of the Lambda binaries; the package exports them in two ways
-// (Setup):
+// store requests, ...) through typed helpers such as [EventsIngested], so
+// that a handler calls metrics.EventsIngested(ctx, metrics.Accepted, 1)
+// and never formats a metric itself. The instruments are OpenTelemetry's
+// (the Go metrics API, [go.opentelemetry.io/otel/metric]), on the
+// package's own small implementation of the API (meter.go) rather than
+// the SDK's, for the size of the Lambda binaries; the package exports
+// them in two ways ([Setup]):
 //
 //   - CloudWatch Embedded Metric Format (EMF): JSON lines on stdout, which
-//     CloudWatch Logs turns into metrics, printed by Flush once per Lambda
-//     invocation (pkg/serve calls it for the MCP function; Wrap wraps a
-//     handler such as sns-ingest's);
-//   - the Prometheus text format (Handler), which the local server serves
-//     at /metrics.
+//     CloudWatch Logs turns into metrics, printed by [Flush] once per
+//     Lambda invocation (pkg/serve calls it for the MCP function; [Wrap]
+//     wraps a handler such as sns-ingest's);
+//   - the Prometheus text format ([Handler]), which the local server
+//     serves at /metrics.
 //
 // Every dimension is a bounded set of values that this package names (an
 // outcome, a mode, a kind, an HTTP status): never a principal, a session

@@ -4,7 +4,7 @@
 //
 // Every MCP request may be served by a different process (a different
 // Lambda instance), so nothing a session needs lives only in memory: it
-// lives in a Store. Two implementations pass one contract suite
+// lives in a [Store]. Two implementations pass one contract suite
 // (package storetest): SQLite (sqlitestore, embedded, several local
 // processes may share one file) and DynamoDB (dynamostore, production).
 //
@@ -120,12 +120,12 @@ type Registry struct {
 // Store is the durable state behind an mcpush deployment.
 //
 // Conventions every implementation follows (the contract suite pins them):
-// an empty id, key or topic is ErrInvalid, on reads too; a limit < 1 is
+// an empty id, key or topic is [ErrInvalid], on reads too; a limit < 1 is
 // ErrInvalid; an Append with no data is ErrInvalid; each value is limited
-// to MaxItemBytes (ErrTooLarge), and one Append carries at most
-// MaxAppendBatch values (ErrInvalid) and MaxAppendBytes in all
+// to [MaxItemBytes] ([ErrTooLarge]), and one Append carries at most
+// [MaxAppendBatch] values (ErrInvalid) and [MaxAppendBytes] in all
 // (ErrTooLarge); Subscribe, MarkDelivered, conditional Appends and
-// PutMessage leave Session.Version alone, so they never make a profile
+// PutMessage leave [Session.Version] alone, so they never make a profile
 // update conflict; a message id counts once per topic (AppendTopicEvent)
 // or per registry kind (ApplyRegistry) for as long as the store keeps it
 // (topic events: their TTL; registry message ids: the event TTL, 24h by

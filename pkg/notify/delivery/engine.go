@@ -13,8 +13,8 @@ import (
 	"github.com/mcpush/mcpush/pkg/webhook"
 )
 
-// Queue takes tasks to run later, on any process: SQSQueue, Pool. It may
-// lose or repeat a task (the store repairs both). Enqueue is safe for
+// Queue takes tasks to run later, on any process: [SQSQueue], [Pool]. It
+// may lose or repeat a task (the store repairs both). Enqueue is safe for
 // concurrent use.
 type Queue interface {
 	Enqueue(ctx context.Context, tasks ...Task) error

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcpush/mcpush/internal/moto"
+	"github.com/mcpush/mcpush/internal/testutil"
 	"github.com/mcpush/mcpush/pkg/notify"
 	"github.com/mcpush/mcpush/pkg/notify/sqlitestore"
 )
@@ -31,21 +31,15 @@ func newStore(t *testing.T) notify.Store {
 }
 
 // memQueue is a Queue that a test drains by hand: tasks without a delay
-// run at drain; delayed ones are only counted (a test sweeps instead).
-type memQueue struct {
-	mu      sync.Mutex
-	tasks   []Task
-	delayed []Task
-}
+// run at drain; delayed ones are only held (Held; a test sweeps instead).
+type memQueue struct{ testutil.Queue[Task] }
 
-func (q *memQueue) Enqueue(_ context.Context, tasks ...Task) error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
+func (q *memQueue) Enqueue(ctx context.Context, tasks ...Task) error {
 	for _, t := range tasks {
 		if t.Delay > 0 {
-			q.delayed = append(q.delayed, t)
+			q.Hold(t)
 		} else {
-			q.tasks = append(q.tasks, t)
+			q.Queue.Enqueue(ctx, t)
 		}
 	}
 	return nil
@@ -54,19 +48,7 @@ func (q *memQueue) Enqueue(_ context.Context, tasks ...Task) error {
 // drain runs every immediate task, and those they make, until none is
 // left.
 func (q *memQueue) drain(ctx context.Context, t *testing.T, e *Engine) {
-	for {
-		q.mu.Lock()
-		if len(q.tasks) == 0 {
-			q.mu.Unlock()
-			return
-		}
-		task := q.tasks[0]
-		q.tasks = q.tasks[1:]
-		q.mu.Unlock()
-		if _, err := e.Handle(ctx, task); err != nil {
-			t.Errorf("Handle(%+v): %v", task, err)
-		}
-	}
+	q.Drain(t, func(task Task) error { _, err := e.Handle(ctx, task); return err })
 }
 
 // publish appends events (message id, data JSON pairs) to topic orders

@@ -40,8 +40,9 @@ type PoolOptions struct {
 	Logger *slog.Logger
 }
 
-// Pool is the in-process Queue of a local server: tasks wait in memory
-// (delays on a timer heap) and Run's workers handle them with an Engine.
+// Pool is the in-process [Queue] of a local server: tasks wait in memory
+// (delays on a timer heap) and [Pool.Run]'s workers handle them with an
+// [Engine].
 // Tasks with one key (one subscription, one page of one topic) coalesce:
 // a task enqueued while its twin runs runs once more after it, so a
 // subscription is worked by one worker of the process at a time and no

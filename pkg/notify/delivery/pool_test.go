@@ -270,14 +270,10 @@ func TestFanOutPages(t *testing.T) {
 	publish(t, st, q, "m1", `{"n":"1"}`)
 	fanouts, subs := 0, 0
 	for {
-		q.mu.Lock()
-		if len(q.tasks) == 0 {
-			q.mu.Unlock()
+		batch := q.Take()
+		if len(batch) == 0 {
 			break
 		}
-		batch := q.tasks
-		q.tasks = nil
-		q.mu.Unlock()
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 32)
 		for _, task := range batch {
@@ -329,14 +325,14 @@ func TestRetryTaskEarly(t *testing.T) {
 	if _, err := e.Handle(ctx, Task{Kind: KindSubscription, Topic: "orders", ID: id, Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if len(q.delayed)+len(q.tasks) != 0 {
-		t.Fatalf("a fan-out's early task made %d tasks, want none", len(q.delayed)+len(q.tasks))
+	if n := len(q.Held()) + q.Len(); n != 0 {
+		t.Fatalf("a fan-out's early task made %d tasks, want none", n)
 	}
 	if _, err := e.Handle(ctx, Task{Kind: KindSubscription, Topic: "orders", ID: id, Retry: true}); err != nil {
 		t.Fatal(err)
 	}
-	if len(q.delayed) != 1 || !q.delayed[0].Retry || q.delayed[0].Delay <= 0 || q.delayed[0].Delay > 700*time.Millisecond {
-		t.Fatalf("an early retry task made %+v, want one retry task delayed by the rest (at most 700 ms)", q.delayed)
+	if held := q.Held(); len(held) != 1 || !held[0].Retry || held[0].Delay <= 0 || held[0].Delay > 700*time.Millisecond {
+		t.Fatalf("an early retry task made %+v, want one retry task delayed by the rest (at most 700 ms)", held)
 	}
 }
 

@@ -30,8 +30,9 @@ type SQSAPI interface {
 	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 }
 
-// SQSQueue is the Queue of a deployment on AWS: a standard SQS queue
-// whose messages a Lambda event-source mapping hands to Engine.HandleSQS.
+// SQSQueue is the [Queue] of a deployment on AWS: a standard SQS queue
+// whose messages a Lambda event-source mapping hands to
+// [Engine.HandleSQS].
 // A task's Delay becomes the message's DelaySeconds (rounded up to whole
 // seconds, at most 900). Safe for concurrent use.
 type SQSQueue struct {
