@@ -16,7 +16,7 @@ import (
 // resumed POST response stream, or a 2026-era listen stream.
 func (hs *heldStream) kind() metrics.StreamKind {
 	switch src := hs.src.(type) {
-	case *listenSource:
+	case *listenSource, *eventStream:
 		return metrics.StreamListen
 	case *getSource:
 		if src.stream != getStream {
