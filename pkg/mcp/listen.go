@@ -31,7 +31,7 @@ type SubscriptionFilter struct {
 	PromptsListChanged    bool     `json:"promptsListChanged,omitempty"`
 	ResourcesListChanged  bool     `json:"resourcesListChanged,omitempty"`
 	ResourceSubscriptions []string `json:"resourceSubscriptions,omitempty"`
-	TaskIDs               []string `json:"taskIds,omitempty"` // notifications/tasks (tasks.go)
+	TaskIDs               []string `json:"taskIds,omitempty"` // notifications/tasks (tasks_push.go)
 	// EventsListChanged asks for notifications/events/list_changed (the
 	// Events extension, events.go).
 	EventsListChanged bool `json:"eventsListChanged,omitempty"`

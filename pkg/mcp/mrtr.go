@@ -86,7 +86,7 @@ var mrtrMethods = map[string]bool{"tools/call": true, "prompts/get": true, "reso
 // copies into the next state only those it used.)
 func (s *Server) readRetry(ss *ServerSession, m *Message) (responses map[string]json.RawMessage, state []byte, answers map[string]json.RawMessage, err *Error) {
 	if strings.HasPrefix(m.Method, "tasks/") {
-		return nil, nil, nil, nil // tasks/update's inputResponses answer a task's requests (tasks.go)
+		return nil, nil, nil, nil // tasks/update's inputResponses answer a task's requests (tasks_engine.go)
 	}
 	var p mrtrParams
 	if len(m.Params) > 0 {

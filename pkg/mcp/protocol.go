@@ -96,7 +96,7 @@ type Tool struct {
 	InputSchema  any              `json:"inputSchema"`
 	OutputSchema any              `json:"outputSchema,omitempty"`
 	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
-	Execution    *ToolExecution   `json:"execution,omitempty"` // task support (tasks.go)
+	Execution    *ToolExecution   `json:"execution,omitempty"` // task support (tasks.go, tasks_engine.go)
 	Meta         Meta             `json:"_meta,omitempty"`
 }
 

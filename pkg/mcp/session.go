@@ -297,7 +297,7 @@ type call struct {
 	answers        map[string]json.RawMessage
 	asks           int
 	used           map[string]json.RawMessage
-	task           *taskRef // the task the call runs in, if any (tasks.go)
+	task           *taskRef // the task the call runs in, if any (tasks_engine.go)
 }
 
 type callKey struct{}
