@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,20 +39,34 @@ import (
 // read the diff.
 //
 // The archive format is txtar's (golang.org/x/tools/txtar, which this
-// module does not depend on: wireArchive parses the few lines of it): a
+// module does not depend on: parseWire reads the few lines of it): a
 // comment, then files, each opened by a line "-- NAME --". The files are
 //
 //	request N    METHOD [stream WAIT TOTAL], header lines, a blank line, the body
 //	response N   the status, the recorded headers, a blank line, the body
 //	ingest N     the Message of an SNS notification the ingest handles
+//	store N      "unavailable" or "available": the store's reads of
+//	             sessions fail (notify.ErrUnavailable) from then on, or no
+//	             longer (wireSetups names the exchanges that have the switch)
+//	webhook N    what the exchange's webhook receiver got during step N:
+//	             each request's method and path, headers and body, a
+//	             POST's Standard Webhooks signature checked (wireHook)
+//
+// Responses and webhook files are written by the test; the others are
+// the script. The server an exchange runs against is wireServer's,
+// unless wireSetups names another for the file.
 //
 // A request without "stream" is read to its end before the next step.
 // A streamed request's next step starts once WAIT messages (SSE events
 // with data) came, or at once for 0; its response is what came when
 // TOTAL messages did, and the stream is then closed. In requests,
 // {{session}} and {{requestState}} are replaced by the last
-// Mcp-Session-Id and requestState the server gave; in responses those
-// values, timestamps and SSE event ids are replaced by placeholders.
+// Mcp-Session-Id and requestState the server gave, {{subscription}} by
+// the last X-MCP-Subscription-Id the webhook receiver got, the setup's
+// placeholders ({{hook}}, {{secret}}) by their values, and {{pad N}} by
+// N bytes of "x". In responses (and webhook files) those values, the
+// errorId of an internal error, timestamps and SSE event ids are
+// replaced by placeholders.
 var update = flag.Bool("update", false, "rewrite the responses of testdata/wire/*.txtar")
 
 // wireFile is one file of a txtar archive.
@@ -140,29 +156,67 @@ func wireServer(t *testing.T) (string, *sqlitestore.Store) {
 	return ts.URL, store
 }
 
+// wireEnv is what an exchange runs against: the server's URL, the
+// ingest of its store, and the setup's extras.
+type wireEnv struct {
+	url    string
+	ingest *ingest.Ingester
+	// drain, if set, runs the webhook deliveries the ingest handed off
+	// (after each ingest step).
+	drain func(context.Context)
+	// hook, if set, is the webhook receiver whose requests the exchange
+	// records.
+	hook *wireHook
+	// down, if set, is the switch of the store steps.
+	down *atomic.Bool
+	// vars are placeholders of requests and their values.
+	vars map[string]string
+}
+
+// wireSetups are the servers of the exchanges that need another than
+// wireServer's, by file name (without .txtar).
+var wireSetups = map[string]func(*testing.T) *wireEnv{
+	"2026_events_poll":    wireEvents,
+	"2026_events_stream":  wireEventStreams,
+	"2026_events_webhook": wireWebhooks,
+	"refusals":            wireRefusals,
+}
+
+// wireDefault is the env of wireServer.
+func wireDefault(t *testing.T) *wireEnv {
+	url, store := wireServer(t)
+	return &wireEnv{url: url, ingest: ingest.New(store, nil)}
+}
+
 // wireHeaders are the response headers an exchange records.
-var wireHeaders = []string{"Content-Type", "Mcp-Session-Id"}
+var wireHeaders = []string{"Allow", "Content-Type", "Mcp-Session-Id", "Retry-After"}
 
 var (
 	wireTime      = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
 	wireEventID   = regexp.MustCompile(`(?m)^id: .*$`)
 	wireState     = regexp.MustCompile(`("requestState":\s*)"([^"]*)"`)
+	wireErrorID   = regexp.MustCompile(`"errorId":\s*"([^"]+)"`)
 	wireKeepalive = regexp.MustCompile(`(?m)^:.*\n`)
 )
 
 // wireRun replays one exchange.
 type wireRun struct {
 	t    *testing.T
-	url  string
+	env  *wireEnv
 	vars map[string]string // placeholder -> the server's value
 }
+
+var wirePad = regexp.MustCompile(`\{\{pad (\d+)\}\}`)
 
 // substitute replaces the placeholders of a request with their values.
 func (r *wireRun) substitute(s string) string {
 	for k, v := range r.vars {
 		s = strings.ReplaceAll(s, k, v)
 	}
-	return s
+	return wirePad.ReplaceAllStringFunc(s, func(m string) string {
+		n, _ := strconv.Atoi(wirePad.FindStringSubmatch(m)[1])
+		return strings.Repeat("x", n)
+	})
 }
 
 // normalise replaces the volatile parts of a response with placeholders,
@@ -172,6 +226,9 @@ func (r *wireRun) normalise(s string) string {
 		r.vars["{{requestState}}"] = m[2]
 	}
 	s = wireState.ReplaceAllString(s, `$1"{{requestState}}"`)
+	if m := wireErrorID.FindStringSubmatch(s); m != nil {
+		r.vars["{{errorId}}"] = m[1] // also in the message
+	}
 	for k, v := range r.vars {
 		if v != "" {
 			s = strings.ReplaceAll(s, v, k)
@@ -187,13 +244,15 @@ type wireStream struct {
 	name   string
 	head   string
 	stream bool          // read in the background, normalised at the end
+	raw    string        // the response of a request read to its end, to normalise
 	msgs   chan struct{} // one per message with data
 	done   chan string   // the body once total messages came or it ended
 	cancel context.CancelFunc
 }
 
 // request sends the request spec (the request N file) and returns its
-// response, read to its end or, for a streamed request, being read.
+// response, read to its end (raw, not yet normalised) or, for a streamed
+// request, being read.
 func (r *wireRun) request(ctx context.Context, n, spec string) *wireStream {
 	t := r.t
 	head, body, _ := strings.Cut(r.substitute(spec), "\n\n")
@@ -209,7 +268,7 @@ func (r *wireRun) request(ctx context.Context, n, spec string) *wireStream {
 	if first[0] == http.MethodPost {
 		rd = strings.NewReader(strings.TrimSpace(body))
 	}
-	req, err := http.NewRequestWithContext(ctx, first[0], r.url, rd)
+	req, err := http.NewRequestWithContext(ctx, first[0], r.env.url, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +307,7 @@ func (r *wireRun) request(ctx context.Context, n, spec string) *wireStream {
 				b = ind.Bytes()
 			}
 		}
-		s.done <- r.normalise(s.head + "\n" + string(b))
+		s.raw = s.head + "\n" + string(b)
 		return s
 	}
 	s.stream = true
@@ -291,15 +350,33 @@ func (r *wireRun) request(ctx context.Context, n, spec string) *wireStream {
 }
 
 // ingest has the SNS ingest handle message, as functions/sns-ingest
-// does.
-func (r *wireRun) ingest(ctx context.Context, n, message string, store *sqlitestore.Store) {
-	sum, err := ingest.New(store, nil).Handle(ctx, events.SNSEvent{Records: []events.SNSEventRecord{{
+// does, and then runs the webhook deliveries it handed off.
+func (r *wireRun) ingest(ctx context.Context, n, message string) {
+	sum, err := r.env.ingest.Handle(ctx, events.SNSEvent{Records: []events.SNSEventRecord{{
 		EventVersion: "1.0", EventSource: "aws:sns",
 		SNS: events.SNSEntity{Type: "Notification", MessageID: "wire-" + n, TopicArn: "arn:aws:sns:us-east-1:123456789012:mcpush-events",
 			Timestamp: time.Now(), Message: strings.TrimSpace(message), SignatureVersion: "1"},
 	}}})
 	if err != nil || sum.Accepted != 1 {
 		r.t.Fatalf("ingest %s: %+v, %v", n, sum, err)
+	}
+	if r.env.drain != nil {
+		r.env.drain(ctx)
+	}
+}
+
+// store sets the store's switch: "unavailable" or "available".
+func (r *wireRun) store(n, state string) {
+	if r.env.down == nil {
+		r.t.Fatalf("store %s: this exchange's store has no switch (wireSetups)", n)
+	}
+	switch strings.TrimSpace(state) {
+	case "unavailable":
+		r.env.down.Store(true)
+	case "available":
+		r.env.down.Store(false)
+	default:
+		r.t.Fatalf("store %s: %q, want unavailable or available", n, state)
 	}
 }
 
@@ -318,21 +395,40 @@ func TestWire(t *testing.T) {
 				t.Fatal(err)
 			}
 			comment, files := parseWire(string(raw))
-			url, store := wireServer(t)
-			r := &wireRun{t: t, url: url, vars: map[string]string{}}
+			setup := wireSetups[strings.TrimSuffix(filepath.Base(path), ".txtar")]
+			if setup == nil {
+				setup = wireDefault
+			}
+			env := setup(t)
+			r := &wireRun{t: t, env: env, vars: map[string]string{}}
+			maps.Copy(r.vars, env.vars)
 			var streams []*wireStream
 			got := map[string]string{}
 			for _, f := range files {
 				kind, n, _ := strings.Cut(f.name, " ")
+				var s *wireStream
 				switch kind {
 				case "request":
-					s := r.request(t.Context(), n, f.data)
+					s = r.request(t.Context(), n, f.data)
 					streams = append(streams, s)
 				case "ingest":
-					r.ingest(t.Context(), n, f.data, store)
-				case "response":
+					r.ingest(t.Context(), n, f.data)
+				case "store":
+					r.store(n, f.data)
+				case "response", "webhook":
+					continue
 				default:
 					t.Fatalf("%s: unknown file %q", path, f.name)
+				}
+				// What the receiver got during the step, first: it names
+				// values (the subscription id) the response holds.
+				if env.hook != nil {
+					if text := r.webhooks(n); text != "" {
+						got["webhook "+n] = text
+					}
+				}
+				if s != nil && !s.stream {
+					s.done <- r.normalise(s.raw)
 				}
 			}
 			for _, s := range streams {
@@ -348,17 +444,21 @@ func TestWire(t *testing.T) {
 				s.cancel()
 			}
 			// The archive as the server answers it: every request
-			// followed by its response.
+			// followed by its response, and every step by what the
+			// webhook receiver got during it.
 			var out []wireFile
 			for _, f := range files {
 				kind, n, _ := strings.Cut(f.name, " ")
 				switch kind {
-				case "response":
+				case "response", "webhook":
 					continue
 				case "request":
 					out = append(out, f, wireFile{name: "response " + n, data: got[n]})
 				default:
 					out = append(out, f)
+				}
+				if text, ok := got["webhook "+n]; ok {
+					out = append(out, wireFile{name: "webhook " + n, data: text})
 				}
 			}
 			want := formatWire(comment, out)
