@@ -38,7 +38,7 @@ func Register(s *mcp.Server, store notify.Store) {
 	registerTools(s)
 	registerResources(s)
 	registerPrompts(s)
-	registerMRTR(s, store)
+	register2026(s, store)
 	registerTasks(s)
 	registerCustomHeaders(s)
 }

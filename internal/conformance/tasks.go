@@ -66,7 +66,7 @@ func registerTasks(s *mcp.Server) {
 	confirm := props(map[string]any{"confirm": map[string]any{"type": "boolean"}}, "confirm")
 	s.AddTaskTool(&mcp.Tool{Name: "confirm_delete", Description: "Asks to confirm, then deletes a file (pretend)", InputSchema: props(map[string]any{"filename": str}, "filename")},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			if r := statelessOnly(req); r != nil {
+			if r := only2026(req); r != nil {
 				return r, nil
 			}
 			var a struct{ Filename string }

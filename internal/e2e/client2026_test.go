@@ -192,7 +192,7 @@ func TestClient2026(t *testing.T) {
 			waitUntil(t, fmt.Sprintf("tools/list_changed %d", i+1), 1, func() bool { return len(received.all()) == i+1 })
 		}
 		tap.release()
-		// (A stateless tools/list may be answered from a process's registry
+		// (A 2026-era tools/list may be answered from a process's registry
 		// copy up to MCPUSH_REGISTRY_REFRESH old, so the re-listed
 		// descriptions are not checked here; the 2025 test checks them.)
 		waitUntil(t, "the re-lists to reach the handler", 1, func() bool {

@@ -43,8 +43,8 @@ type Suite struct {
 	NotRequired func(scenario string) string
 }
 
-// Suite2026 is 0.2.0-alpha.12's requirement set for 2026-07-28, the
-// stateless era, every scenario required: the core ones, the tasks
+// Suite2026 is 0.2.0-alpha.12's requirement set for the 2026 era
+// (2026-07-28), every scenario required: the core ones, the tasks
 // extension (SEP-2663) and custom x-mcp-header tool headers (SEP-2243).
 func Suite2026() Suite {
 	return Suite{

@@ -25,7 +25,7 @@ import (
 // ResourceUpdatedHandler, ToolListChangedHandler, PromptListChangedHandler).
 //
 // The client is pinned to 2025-11-25 (ClientSessionOptions.ProtocolVersion):
-// its default, 2026-07-28, would serve it statelessly instead (see
+// its default, 2026-07-28, would put it in the 2026 era instead (see
 // TestInteropGoSDK2026).
 func TestInteropGoSDK(t *testing.T) {
 	if testing.Short() {

@@ -324,7 +324,7 @@ type ClientSession struct {
 
 	mu       sync.Mutex
 	id       string // Mcp-Session-Id
-	modern   bool   // the 2026 era: no session, _meta on every request
+	era2026  bool   // the 2026 era: no session, _meta on every request
 	init     *InitializeResult
 	level    LoggingLevel
 	subs     []string
@@ -518,7 +518,7 @@ func listAll[R any, T any](ctx context.Context, cs *ClientSession, method string
 // a task (2026 era), CallTool follows it to its end (AwaitTask), and
 // progress receives its status messages (Message).
 func (cs *ClientSession) CallTool(ctx context.Context, name string, args any, progress ProgressFunc) (*CallToolResult, error) {
-	if cs.isModern() {
+	if cs.is2026() {
 		res, task, err := cs.StartTool(ctx, name, args, progress)
 		if err != nil || task == nil {
 			return res, err
@@ -572,8 +572,8 @@ func (cs *ClientSession) ReadResource(ctx context.Context, uri string) (*ReadRes
 // ErrNotAcknowledged, and one with no notifications object is taken at
 // its word.
 func (cs *ClientSession) Subscribe(ctx context.Context, uri string) error {
-	modern := cs.isModern()
-	if !modern {
+	era2026 := cs.is2026()
+	if !era2026 {
 		if err := cs.Call(ctx, "resources/subscribe", &SubscribeParams{URI: uri}, nil); err != nil {
 			return err
 		}
@@ -583,7 +583,7 @@ func (cs *ClientSession) Subscribe(ctx context.Context, uri string) error {
 		cs.subs = append(cs.subs, uri)
 	}
 	cs.mu.Unlock()
-	if !modern {
+	if !era2026 {
 		return nil
 	}
 	ls, err := cs.relisten(ctx)
@@ -601,8 +601,8 @@ func (cs *ClientSession) Subscribe(ctx context.Context, uri string) error {
 
 // Unsubscribe ends a subscription.
 func (cs *ClientSession) Unsubscribe(ctx context.Context, uri string) error {
-	modern := cs.isModern()
-	if !modern {
+	era2026 := cs.is2026()
+	if !era2026 {
 		if err := cs.Call(ctx, "resources/unsubscribe", &SubscribeParams{URI: uri}, nil); err != nil {
 			return err
 		}
@@ -610,7 +610,7 @@ func (cs *ClientSession) Unsubscribe(ctx context.Context, uri string) error {
 	cs.mu.Lock()
 	cs.subs = slices.DeleteFunc(cs.subs, func(s string) bool { return s == uri })
 	cs.mu.Unlock()
-	if modern {
+	if era2026 {
 		return cs.resubscribe(ctx)
 	}
 	return nil
@@ -621,8 +621,8 @@ func (cs *ClientSession) Unsubscribe(ctx context.Context, uri string) error {
 // 2026 era the level goes in every request's _meta instead, and the
 // listen stream is reopened with it.
 func (cs *ClientSession) SetLoggingLevel(ctx context.Context, level LoggingLevel) error {
-	modern := cs.isModern()
-	if !modern {
+	era2026 := cs.is2026()
+	if !era2026 {
 		if err := cs.Call(ctx, "logging/setLevel", &SetLevelParams{Level: level}, nil); err != nil {
 			return err
 		}
@@ -630,7 +630,7 @@ func (cs *ClientSession) SetLoggingLevel(ctx context.Context, level LoggingLevel
 	cs.mu.Lock()
 	cs.level = level
 	cs.mu.Unlock()
-	if modern {
+	if era2026 {
 		return cs.resubscribe(ctx)
 	}
 	return nil

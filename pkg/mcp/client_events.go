@@ -233,8 +233,8 @@ func (cs *ClientSession) streamEventsOnce(ctx context.Context, p *StreamEventsPa
 	}
 	var extra http.Header
 	sid := cs.ID()
-	if cs.isModern() {
-		if params, extra, err = cs.modernRequest("events/stream", params); err != nil {
+	if cs.is2026() {
+		if params, extra, err = cs.request2026("events/stream", params); err != nil {
 			return err
 		}
 		sid = ""

@@ -160,7 +160,7 @@ func testGoSDK(t *testing.T, mode mcp.ClientMode, wantVersion string) {
 	defer cancel()
 	g := newGoSDKServer(t, wantVersion == "2026-07-28")
 	srv, subscribed := g.srv, g.subscribed
-	modern := wantVersion == "2026-07-28"
+	era2026 := wantVersion == "2026-07-28"
 	rt := &methodCounter{}
 	var mu sync.Mutex
 	var notes []string
@@ -197,7 +197,7 @@ func testGoSDK(t *testing.T, mode mcp.ClientMode, wantVersion string) {
 	if got := cs.InitializeResult(); got.ServerInfo == nil || got.ServerInfo.Name != "gosdk-ref" || got.ProtocolVersion != wantVersion {
 		t.Errorf("initialize/discover: %+v, want version %s", got, wantVersion)
 	}
-	if got := rt.count("initialize"); got != 0 && modern || got != 1 && !modern {
+	if got := rt.count("initialize"); got != 0 && era2026 || got != 1 && !era2026 {
 		t.Errorf("%d initialize requests", got)
 	}
 	if err := cs.SetLoggingLevel(ctx, "info"); err != nil {
@@ -218,7 +218,7 @@ func testGoSDK(t *testing.T, mode mcp.ClientMode, wantVersion string) {
 		t.Errorf("structured content %s", got)
 	}
 
-	if !modern {
+	if !era2026 {
 		res, err = cs.CallTool(ctx, "ask", nil, nil)
 		if err != nil || res.IsError {
 			t.Fatalf("ask: %v %+v", err, res)
@@ -240,7 +240,7 @@ func testGoSDK(t *testing.T, mode mcp.ClientMode, wantVersion string) {
 			t.Errorf("mrtr = %q, lacks %s", got, want)
 		}
 	}
-	if n := rt.count("tools/call") - before; modern && n != 2 || !modern && n != 1 {
+	if n := rt.count("tools/call") - before; era2026 && n != 2 || !era2026 && n != 1 {
 		t.Errorf("mrtr took %d tools/call requests", n)
 	}
 

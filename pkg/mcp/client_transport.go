@@ -34,10 +34,10 @@ func (cs *ClientSession) setHeaders(req *http.Request, sid string) {
 		req.Header.Set("Mcp-Session-Id", sid)
 	}
 	cs.mu.Lock()
-	init, modern := cs.init, cs.modern
+	init, era2026 := cs.init, cs.era2026
 	cs.mu.Unlock()
 	switch {
-	case modern:
+	case era2026:
 		req.Header.Set("Mcp-Protocol-Version", ProtocolVersion2026)
 	case init != nil:
 		req.Header.Set("Mcp-Protocol-Version", init.ProtocolVersion)
@@ -144,7 +144,7 @@ func (cs *ClientSession) notify(ctx context.Context, method string, params any) 
 // specification forbids it). Best effort: one POST bounded by
 // cancelNotifyTimeout, whatever ctx.
 func (cs *ClientSession) abandoned(ctx context.Context, method string, id json.RawMessage) {
-	if ctx.Err() == nil || method == "initialize" || cs.isModern() || cs.ID() == "" {
+	if ctx.Err() == nil || method == "initialize" || cs.is2026() || cs.ID() == "" {
 		return
 	}
 	reason := "the client gave up the request"
@@ -184,9 +184,9 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 		}
 	}
 	var extra http.Header
-	if cs.isModern() {
+	if cs.is2026() {
 		var err error
-		if p, extra, err = cs.modernRequest(method, p); err != nil {
+		if p, extra, err = cs.request2026(method, p); err != nil {
 			return "", cs.requestError(method, err)
 		}
 	}
@@ -219,7 +219,7 @@ func (cs *ClientSession) roundTrip(ctx context.Context, method string, params, r
 	if m.Error != nil {
 		return newSID, m.Error
 	}
-	if cs.isModern() {
+	if cs.is2026() {
 		if ir := inputRequired(m.Result); ir != nil {
 			return newSID, ir
 		}
@@ -317,7 +317,7 @@ func (cs *ClientSession) readResponse(ctx context.Context, sid string, resp *htt
 		if fatalStreamError(err) {
 			return nil, err
 		}
-		if st.lastID == "" || cs.isModern() {
+		if st.lastID == "" || cs.is2026() {
 			return nil, fmt.Errorf("stream ended before the response, with no event id to resume from: %v", err)
 		}
 		// A resumption that carried a message made progress; one that

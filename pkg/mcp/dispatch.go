@@ -57,7 +57,7 @@ func (r *response) write(w http.ResponseWriter, era Era) {
 // Related messages (progress, logs, server-to-client requests) go to out.
 func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, out sink) *response {
 	c := &call{sess: ss, id: m.ID, out: out, method: m.Method}
-	if ss.stateless {
+	if ss.era2026 {
 		var err *Error
 		if c.inputResponses, c.state, c.answers, err = s.readRetry(ss, m); err != nil {
 			return &response{id: m.ID, err: err}
@@ -83,7 +83,7 @@ func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, 
 	}
 	ctx, cancel := context.WithCancel(context.WithValue(ctx, callKey{}, c))
 	defer cancel()
-	if !ss.stateless {
+	if !ss.era2026 {
 		// A 2026-era request is cancelled by closing its HTTP request,
 		// which cancels ctx; a session's request by notifications/cancelled
 		// on any process.
@@ -101,10 +101,10 @@ func (s *Server) runRequest(ctx context.Context, ss *ServerSession, m *Message, 
 	}
 	var ir *InputRequired
 	if errors.As(err, &ir) && ctx.Err() == nil {
-		if ss.stateless {
+		if ss.era2026 {
 			result, err = s.inputRequired(ctx, ss, m, ir)
 		} else {
-			err = fmt.Errorf("%s handler returned input_required to a %s session: %w", m.Method, ss.ProtocolVersion(), ErrStatelessOnly)
+			err = fmt.Errorf("%s handler returned input_required to a %s session: %w", m.Method, ss.ProtocolVersion(), Err2026Only)
 		}
 	}
 	var rpcErr *Error
@@ -191,17 +191,17 @@ func (s *Server) safeDispatch(ctx context.Context, ss *ServerSession, m *Message
 	return s.dispatch(ctx, ss, m)
 }
 
-// removedInStateless are the 2025-era methods the 2026 era removed.
-var removedInStateless = map[string]bool{
+// removedIn2026 are the 2025-era methods the 2026 era removed.
+var removedIn2026 = map[string]bool{
 	"initialize": true, "ping": true, "logging/setLevel": true,
 	"resources/subscribe": true, "resources/unsubscribe": true,
 }
 
 // dispatch runs a request's method.
 func (s *Server) dispatch(ctx context.Context, ss *ServerSession, m *Message) (any, error) {
-	if ss.stateless {
+	if ss.era2026 {
 		switch {
-		case removedInStateless[m.Method]:
+		case removedIn2026[m.Method]:
 			return nil, Errorf(CodeMethodNotFound, "method not found: %s (removed in protocol version %s)", m.Method, ss.ProtocolVersion())
 		case m.Method == "server/discover":
 			return s.discover(), nil

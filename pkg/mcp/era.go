@@ -15,7 +15,7 @@ const (
 	// initialize handshake, an Mcp-Session-Id, a GET stream, resumption
 	// with Last-Event-ID, server-to-client requests on the streams.
 	Era2025 Era = iota + 1
-	// Era2026 is the stateless era (2026-07-28): every request carries its
+	// Era2026 is the era of 2026-07-28: no session; every request carries its
 	// protocol version, client capabilities and log level in _meta; push
 	// happens only on subscriptions/listen streams; the server asks the
 	// client for input with input_required results (multi round-trip
@@ -23,7 +23,7 @@ const (
 	Era2026
 )
 
-// ProtocolVersion2026 is the stateless protocol version.
+// ProtocolVersion2026 is the protocol version of the 2026 era.
 const ProtocolVersion2026 = "2026-07-28"
 
 // The _meta keys of the 2026 era, for the client and the server: what a
@@ -39,20 +39,19 @@ const (
 	metaSubscriptionID     = "io.modelcontextprotocol/subscriptionId"
 )
 
-// StatelessProtocolVersions are the versions served statelessly, newest
-// first.
-var StatelessProtocolVersions = []string{ProtocolVersion2026}
+// ProtocolVersions2026 are the versions of the 2026 era, newest first.
+var ProtocolVersions2026 = []string{ProtocolVersion2026}
 
 // AllProtocolVersions are every version the server speaks, newest first:
 // what server/discover and UnsupportedProtocolVersion errors list.
 func AllProtocolVersions() []string {
-	return append(slices.Clone(StatelessProtocolVersions), SupportedProtocolVersions...)
+	return append(slices.Clone(ProtocolVersions2026), SupportedProtocolVersions...)
 }
 
 // eraOf returns the era of a supported version, and 0 for any other.
 func eraOf(version string) Era {
 	switch {
-	case slices.Contains(StatelessProtocolVersions, version):
+	case slices.Contains(ProtocolVersions2026, version):
 		return Era2026
 	case slices.Contains(SupportedProtocolVersions, version):
 		return Era2025

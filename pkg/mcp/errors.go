@@ -143,16 +143,16 @@ var (
 
 // Errors a handler gets from the ServerSession it serves.
 var (
-	// ErrStatelessRequest reports a server-to-client request made while
+	// Err2026Request reports a server-to-client request made while
 	// serving a 2026-era request other than tools/call, prompts/get and
 	// resources/read, the only ones that may ask the client for input.
-	ErrStatelessRequest = errors.New("mcp: this 2026-era request cannot ask the client for input")
+	Err2026Request = errors.New("mcp: this 2026-era request cannot ask the client for input")
 	// ErrUnsupportedByClient reports a server-to-client request the client
 	// did not declare a capability for.
 	ErrUnsupportedByClient = errors.New("mcp: client did not declare the capability for this request")
-	// ErrStatelessOnly reports a feature of the 2026 era used while
+	// Err2026Only reports a feature of the 2026 era used while
 	// serving a 2025-era session.
-	ErrStatelessOnly = errors.New("mcp: only 2026-era requests support this")
+	Err2026Only = errors.New("mcp: only 2026-era requests support this")
 )
 
 // Errors of the client.
@@ -199,8 +199,8 @@ var (
 
 // Unexported errors of the client, the tasks engine and listen streams.
 var (
-	// errNotModern reports a server/discover answer without 2026-07-28.
-	errNotModern = errors.New("the server does not list protocol version " + ProtocolVersion2026)
+	// errNot2026 reports a server/discover answer without 2026-07-28.
+	errNot2026 = errors.New("the server does not list protocol version " + ProtocolVersion2026)
 	// errEventTooLarge reports an SSE event over maxEventBytes.
 	errEventTooLarge = errors.New("mcp: SSE event too large")
 	// errUndecodable reports an SSE event whose data is not JSON-RPC: the
@@ -240,8 +240,8 @@ var (
 	// errInvalidMeta: a 2026-era request's params or _meta are invalid.
 	// 400.
 	errInvalidMeta = errors.New("invalid _meta")
-	// errUnsupportedVersion: a 2026-era request names a version the
-	// server does not serve statelessly. 400.
+	// errUnsupportedVersion: a 2026-era request names a version that is
+	// not of the 2026 era. 400.
 	errUnsupportedVersion = errors.New("unsupported protocol version")
 	// errServerFault: a failure of the server that has no answer of its
 	// own, a panic outside the handlers (WriteInternalError). 500, with no
@@ -462,9 +462,9 @@ func WriteInternalError(w http.ResponseWriter, r *http.Request, requestID string
 }
 
 // requestEra is the era of a request, decided from its headers before its
-// body is read (wantsStateless): what its refusals are answered in.
+// body is read (wants2026): what its refusals are answered in.
 func requestEra(r *http.Request) Era {
-	if wantsStateless(r) {
+	if wants2026(r) {
 		return Era2026
 	}
 	return Era2025

@@ -20,7 +20,7 @@ import (
 // answers that were asked for. Answers the handler did use but that are
 // too large to carry on are the client's -32602, never -32603.
 func TestUnaskedInputResponses(t *testing.T) {
-	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), []string{"test-key-0123456789abcdef0123456789"}, nil)
+	p := newProc2026(t, filepath.Join(t.TempDir(), "db"), []string{"test-key-0123456789abcdef0123456789"}, nil)
 	body := func(id int, extra string) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"quiz","arguments":{},%s%s}}`, id, extra, meta2026(`{"elicitation":{}}`))
 	}
@@ -86,7 +86,7 @@ func TestUnaskedInputResponses(t *testing.T) {
 // MCP-Protocol-Version, Mcp-Method or Mcp-Name gets HTTP 400 with
 // -32020, in both eras, instead of being served by the first one.
 func TestRepeatedMCPHeaders(t *testing.T) {
-	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), nil, nil)
+	p := newProc2026(t, filepath.Join(t.TempDir(), "db"), nil, nil)
 	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta2026(`{}`) + `}}`
 	echo := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{},` + meta2026(`{}`) + `}}`
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`

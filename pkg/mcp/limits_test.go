@@ -463,10 +463,10 @@ func TestStreamsPerSession(t *testing.T) {
 	}
 }
 
-// TestStatelessInFlightLimit (finding 5): 2026-era requests have no
+// Test2026InFlightLimit (finding 5): 2026-era requests have no
 // session; the process's MaxInFlight bounds them (429), and a client that
 // leaves cancels its request and frees its place.
-func TestStatelessInFlightLimit(t *testing.T) {
+func Test2026InFlightLimit(t *testing.T) {
 	c := newCluster(t, 1, func(o *mcp.ServerOptions) { o.Limits.MaxInFlight = 1 })
 	url := c.urls[0]
 	body := func(name string) string {

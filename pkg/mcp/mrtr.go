@@ -10,7 +10,7 @@ import (
 )
 
 // Multi round-trip requests (MRTR), a feature of the 2026 era, as the
-// server serves them (the client's side is in client_modern.go; the
+// server serves them (the client's side is in client_2026.go; the
 // signing of requestState in requeststate.go). A handler that needs input
 // from the client (an elicitation, a sampling, the roots) returns an
 // *InputRequired error; the client answers with an input_required result's
@@ -207,7 +207,7 @@ func MissingClientCapability(capabilities ...string) *Error {
 // error, and the client's retry runs the handler again from the start.
 func (c *call) ask(method string, params, result any) error {
 	if !mrtrMethods[c.method] {
-		return fmt.Errorf("%s: %w", method, ErrStatelessRequest)
+		return fmt.Errorf("%s: %w", method, Err2026Request)
 	}
 	c.asks++
 	key := fmt.Sprintf("%s#%d", method, c.asks)

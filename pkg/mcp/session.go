@@ -22,9 +22,9 @@ const getStream = notify.SessionStream
 type ServerSession struct {
 	srv   *Server
 	state *notify.Session
-	// stateless marks the view of one 2026-era request: state is built
+	// era2026 marks the view of one 2026-era request: state is built
 	// from the request's _meta and is never stored.
-	stateless bool
+	era2026 bool
 	// quota is the principal a 2026-era request's quotas count against
 	// (quotaPrincipal: an anonymous client's address).
 	quota string
@@ -115,10 +115,10 @@ func (ss *ServerSession) NotifyProgress(ctx context.Context, progress, total flo
 // send puts a server-to-client message on the stream of the request
 // running in ctx, or on the GET stream when there is none.
 func (ss *ServerSession) send(ctx context.Context, msg []byte) error {
-	if c := callFrom(ctx); c != nil && c.out != nil && (c.sess == ss || !ss.stateless && c.sess.ID() == ss.ID()) {
+	if c := callFrom(ctx); c != nil && c.out != nil && (c.sess == ss || !ss.era2026 && c.sess.ID() == ss.ID()) {
 		return c.out.send(ctx, msg)
 	}
-	if ss.stateless {
+	if ss.era2026 {
 		// No session, no GET stream: outside a request there is nowhere
 		// to send to (push in this era goes to subscriptions/listen).
 		return nil
@@ -219,11 +219,11 @@ func (ss *ServerSession) ListRoots(ctx context.Context) (*ListRootsResult, error
 // stores it, and this one finds it in the store (or is woken directly
 // when the response reaches this same process).
 func (ss *ServerSession) call(ctx context.Context, method string, params, result any) error {
-	if ss.stateless {
+	if ss.era2026 {
 		if c := callFrom(ctx); c != nil && c.sess == ss {
 			return c.ask(method, params, result)
 		}
-		return fmt.Errorf("%s: %w", method, ErrStatelessRequest)
+		return fmt.Errorf("%s: %w", method, Err2026Request)
 	}
 	p, err := json.Marshal(params)
 	if err != nil {

@@ -177,8 +177,8 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, era, nil, err)
 		return
 	}
-	if wantsStateless(r) {
-		h.serveStateless(w, r, principal)
+	if wants2026(r) {
+		h.serve2026(w, r, principal)
 		return
 	}
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !supportedVersion(v) {
@@ -314,13 +314,13 @@ func (h *StreamableHandler) readPOST(w http.ResponseWriter, r *http.Request, era
 	return body, true
 }
 
-// statelessMeta reports the 2026 _meta protocol version of a lone message
+// loneMetaVersion2026 reports the 2026 _meta protocol version of a lone message
 // (never of a batch, whose members may all have been invalid).
-func statelessMeta(msgs []*Message, batch bool) (string, bool) {
+func loneMetaVersion2026(msgs []*Message, batch bool) (string, bool) {
 	if batch || len(msgs) != 1 {
 		return "", false
 	}
-	return statelessMetaVersion(msgs[0])
+	return metaVersion2026(msgs[0])
 }
 
 func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, principal string) {
@@ -337,7 +337,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 		writeError(w, Era2025, nil, reject(rpcErr))
 		return
 	}
-	if v, ok := statelessMeta(msgs, batch); ok && msgs[0].Method != "initialize" && r.Header.Get("Mcp-Session-Id") == "" {
+	if v, ok := loneMetaVersion2026(msgs, batch); ok && msgs[0].Method != "initialize" && r.Header.Get("Mcp-Session-Id") == "" {
 		// A 2026-era request without the version header, or with a
 		// 2025-era one: not a session request missing its session id.
 		msg := "Header mismatch: the MCP-Protocol-Version header is required"

@@ -178,7 +178,7 @@ func (e *taskEngine) wire(t *notify.Task) *taskWire {
 // clientDeclaresTasks reports whether the request declared the tasks
 // extension in its client capabilities.
 func clientDeclaresTasks(ss *ServerSession) bool {
-	if !ss.stateless {
+	if !ss.era2026 {
 		return false
 	}
 	var caps struct {
@@ -404,7 +404,7 @@ func (e *taskEngine) expire(ctx context.Context, t *notify.Task) (*notify.Task, 
 // dispatchTasks serves tasks/get, tasks/update and tasks/cancel.
 func (s *Server) dispatchTasks(ctx context.Context, ss *ServerSession, m *Message) (any, error) {
 	e := s.tasks
-	if !ss.stateless {
+	if !ss.era2026 {
 		return nil, Errorf(CodeMethodNotFound, "method not found: %s", m.Method)
 	}
 	if !clientDeclaresTasks(ss) {
@@ -637,7 +637,7 @@ func (e *taskEngine) run(ctx context.Context, t *notify.Task) (result any, err e
 		return nil, fmt.Errorf("decoding the task's request: %w", err)
 	}
 	_ = json.Unmarshal(t.Input, &in)
-	ss := &ServerSession{srv: e.srv, stateless: true, state: &notify.Session{
+	ss := &ServerSession{srv: e.srv, era2026: true, state: &notify.Session{
 		Principal: requestPrincipal(t.Principal, t.ID), ProtocolVersion: req.ProtocolVersion, ClientCapabilities: req.ClientCapabilities,
 	}}
 	c := &call{sess: ss, out: discardSink{}, method: "tools/call", task: &taskRef{principal: t.Principal, id: t.ID},

@@ -36,12 +36,12 @@ func (s *Server) discover() *DiscoverResult {
 	}
 }
 
-// wantsStateless decides a request's era before its body is read: a
+// wants2026 decides a request's era before its body is read: a
 // request with an Mcp-Session-Id, or whose MCP-Protocol-Version header
 // names a 2025-era version, belongs to the session path; so does one with
 // neither header (an initialize, or a 2025 client's error). Any other
-// version header, known or not, is the stateless path's to answer.
-func wantsStateless(r *http.Request) bool {
+// version header, known or not, is the 2026 path's to answer.
+func wants2026(r *http.Request) bool {
 	if r.Header.Get("Mcp-Session-Id") != "" {
 		return false
 	}
@@ -49,9 +49,9 @@ func wantsStateless(r *http.Request) bool {
 	return v != "" && eraOf(v) != Era2025
 }
 
-// statelessMetaVersion returns the protocol version in m's params._meta,
+// metaVersion2026 returns the protocol version in m's params._meta,
 // which only 2026-era requests carry, and whether there is one.
-func statelessMetaVersion(m *Message) (string, bool) {
+func metaVersion2026(m *Message) (string, bool) {
 	var p struct {
 		Meta struct {
 			ProtocolVersion *string `json:"io.modelcontextprotocol/protocolVersion"`
@@ -71,10 +71,10 @@ type requestMeta2026 struct {
 	LogLevel           LoggingLevel    `json:"io.modelcontextprotocol/logLevel"`
 }
 
-// checkStateless validates a 2026-era request's headers against its
+// check2026 validates a 2026-era request's headers against its
 // body and returns the request's view of a session, or the refusal to
 // answer.
-func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m *Message) (*ServerSession, *refusal) {
+func (h *StreamableHandler) check2026(r *http.Request, principal string, m *Message) (*ServerSession, *refusal) {
 	header := r.Header.Get("Mcp-Protocol-Version")
 	if header == "" {
 		return nil, refuse(errHeaderMismatch, "Header mismatch: the MCP-Protocol-Version header is required")
@@ -139,9 +139,9 @@ func (h *StreamableHandler) checkStateless(r *http.Request, principal string, m 
 		return nil, refuse(errInvalidMeta, "Invalid params: unknown logLevel "+string(p.Meta.LogLevel)+" (want one of debug, info, notice, warning, error, critical, alert, emergency)")
 	}
 	return &ServerSession{
-		srv:       h.srv,
-		stateless: true,
-		quota:     quotaPrincipal(r, principal),
+		srv:     h.srv,
+		era2026: true,
+		quota:   quotaPrincipal(r, principal),
 		state: &notify.Session{
 			Principal:          principal,
 			ProtocolVersion:    v,
@@ -198,10 +198,10 @@ func requestName(method string, params json.RawMessage) string {
 	return p.Name
 }
 
-// serveStateless serves a POST of the 2026 era: one JSON-RPC message,
+// serve2026 serves a POST of the 2026 era: one JSON-RPC message,
 // no session. A request is answered with its response (JSON, or an SSE
 // stream when it sends progress or logs first); a notification with 202.
-func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Request, principal string) {
+func (h *StreamableHandler) serve2026(w http.ResponseWriter, r *http.Request, principal string) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		writeError(w, Era2026, nil, refuse(errMethodNotAllowed, "Method Not Allowed: protocol version "+r.Header.Get("Mcp-Protocol-Version")+" has no "+r.Method+" (there is no session; use subscriptions/listen for notifications)"))
@@ -230,7 +230,7 @@ func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Reques
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	ss, bad := h.checkStateless(r, principal, m)
+	ss, bad := h.check2026(r, principal, m)
 	if bad != nil {
 		writeError(w, Era2026, m.ID, bad)
 		return
@@ -251,7 +251,7 @@ func (h *StreamableHandler) serveStateless(w http.ResponseWriter, r *http.Reques
 		return
 	}
 	defer h.inflight.release("")
-	out := &statelessOut{sse: newSSEWriter(w), w: w}
+	out := &out2026{sse: newSSEWriter(w), w: w}
 	resp := h.srv.runRequest(r.Context(), ss, m, out)
 	out.finish(resp)
 }
@@ -262,11 +262,11 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Write(body)
 }
 
-// statelessOut is the response of one 2026-era request: JSON until the
+// out2026 is the response of one 2026-era request: JSON until the
 // first related message, then an SSE stream. Nothing is logged: a broken
 // stream is not resumed; the client retries the request. Safe for
 // concurrent use.
-type statelessOut struct {
+type out2026 struct {
 	sse *sseWriter
 	w   http.ResponseWriter
 
@@ -275,7 +275,7 @@ type statelessOut struct {
 	done  bool
 }
 
-func (o *statelessOut) send(_ context.Context, msg []byte) error {
+func (o *out2026) send(_ context.Context, msg []byte) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.done {
@@ -288,13 +288,13 @@ func (o *statelessOut) send(_ context.Context, msg []byte) error {
 	return o.sse.event("", msg)
 }
 
-// detach does nothing: a stateless stream cannot be resumed, so it is
+// detach does nothing: a 2026-era stream cannot be resumed, so it is
 // never closed early.
-func (o *statelessOut) detach() {}
+func (o *out2026) detach() {}
 
 // finish writes the response; nil (a cancelled request) writes nothing
 // more.
-func (o *statelessOut) finish(resp *response) {
+func (o *out2026) finish(resp *response) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.done = true

@@ -90,9 +90,9 @@ func rootURIs(raw json.RawMessage) []string {
 	return out
 }
 
-// statelessOnly is the tool error of an input_required fixture called in
+// only2026 is the tool error of an input_required fixture called in
 // a 2025-era session.
-func statelessOnly(req *mcp.CallToolRequest) *mcp.CallToolResult {
+func only2026(req *mcp.CallToolRequest) *mcp.CallToolResult {
 	if req.Session.Era() == mcp.Era2026 {
 		return nil
 	}
@@ -105,7 +105,7 @@ func statelessOnly(req *mcp.CallToolRequest) *mcp.CallToolResult {
 // key is answered, then completes with done.
 func mrtrTool(reqs map[string]*mcp.InputRequest, state []byte, done func(req *mcp.CallToolRequest) *mcp.CallToolResult) mcp.ToolHandler {
 	return func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		if r := statelessOnly(req); r != nil {
+		if r := only2026(req); r != nil {
 			return r, nil
 		}
 		if state != nil && req.State == nil {
@@ -119,7 +119,7 @@ func mrtrTool(reqs map[string]*mcp.InputRequest, state []byte, done func(req *mc
 	}
 }
 
-func registerMRTR(s *mcp.Server, store notify.Store) {
+func register2026(s *mcp.Server, store notify.Store) {
 	add := func(name, desc string, h mcp.ToolHandler) {
 		s.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: noArguments()}, h)
 	}
@@ -196,7 +196,7 @@ func registerMRTR(s *mcp.Server, store notify.Store) {
 // multiRound asks for a name, then (with the name in its signed state)
 // for a colour, then completes.
 func multiRound(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if r := statelessOnly(req); r != nil {
+	if r := only2026(req); r != nil {
 		return r, nil
 	}
 	step1 := map[string]*mcp.InputRequest{"step1": elicitRequest("Step 1: What is your name?", nameSchema("name"))}
@@ -216,7 +216,7 @@ func multiRound(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResul
 
 // capabilityCheck asks only for input the client declared a capability for.
 func capabilityCheck(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	if r := statelessOnly(req); r != nil {
+	if r := only2026(req); r != nil {
 		return r, nil
 	}
 	caps := req.Session.ClientCapabilities()

@@ -30,7 +30,7 @@ const (
 	// ClientMode2025 speaks the session-based era: initialize, the
 	// standalone GET stream, resources/subscribe. The default.
 	ClientMode2025 ClientMode = ""
-	// ClientMode2026 speaks the stateless 2026-07-28 era: server/discover,
+	// ClientMode2026 speaks the 2026 era (2026-07-28): server/discover,
 	// per-request _meta, subscriptions/listen, multi round-trip requests.
 	ClientMode2026 ClientMode = "2026"
 	// ClientModeAuto tries the 2026-07-28 era with server/discover and
@@ -43,10 +43,10 @@ const (
 // maxInputRounds bounds the input_required rounds of one request.
 const maxInputRounds = 10
 
-func (cs *ClientSession) isModern() bool {
+func (cs *ClientSession) is2026() bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	return cs.modern
+	return cs.era2026
 }
 
 // connect runs the handshake the client's mode asks for.
@@ -72,7 +72,7 @@ func legacyAnswer(err error) bool {
 	var he *HTTPError
 	var re *Error
 	switch {
-	case errors.Is(err, errNotModern), errors.As(err, &re):
+	case errors.Is(err, errNot2026), errors.As(err, &re):
 		return true
 	case errors.As(err, &he):
 		return he.Status >= 400 && he.Status < 500
@@ -82,10 +82,10 @@ func legacyAnswer(err error) bool {
 
 // discover asks the server for its versions, capabilities and identity
 // (server/discover) and, if it speaks 2026-07-28, makes this session
-// stateless.
+// one of the 2026 era.
 func (cs *ClientSession) discover(ctx context.Context) error {
 	cs.mu.Lock()
-	cs.modern, cs.id, cs.init = true, "", nil
+	cs.era2026, cs.id, cs.init = true, "", nil
 	cs.mu.Unlock()
 	var res struct {
 		SupportedVersions []string                   `json:"supportedVersions"`
@@ -96,11 +96,11 @@ func (cs *ClientSession) discover(ctx context.Context) error {
 	}
 	_, err := cs.roundTrip(ctx, "server/discover", struct{}{}, &res, nil) // "mcp: server/discover URL: ..."
 	if err == nil && !slices.Contains(res.SupportedVersions, ProtocolVersion2026) {
-		err = fmt.Errorf("mcp: server/discover %s: %w (it lists %q)", cs.url, errNotModern, res.SupportedVersions)
+		err = fmt.Errorf("mcp: server/discover %s: %w (it lists %q)", cs.url, errNot2026, res.SupportedVersions)
 	}
 	if err != nil {
 		cs.mu.Lock()
-		cs.modern = false
+		cs.era2026 = false
 		cs.mu.Unlock()
 		return err
 	}
@@ -121,9 +121,9 @@ func (cs *ClientSession) discover(ctx context.Context) error {
 	return nil
 }
 
-// modernRequest adds the 2026 _meta to params and returns the headers the
+// request2026 adds the 2026 _meta to params and returns the headers the
 // request needs.
-func (cs *ClientSession) modernRequest(method string, p json.RawMessage) (json.RawMessage, http.Header, error) {
+func (cs *ClientSession) request2026(method string, p json.RawMessage) (json.RawMessage, http.Header, error) {
 	info, err := json.Marshal(cs.c.impl)
 	if err != nil {
 		return nil, nil, err
@@ -374,7 +374,7 @@ func (cs *ClientSession) listenOnce(ctx context.Context, st *streamState) error 
 	if err != nil {
 		return err
 	}
-	p, extra, err := cs.modernRequest("subscriptions/listen", p)
+	p, extra, err := cs.request2026("subscriptions/listen", p)
 	if err != nil {
 		return err
 	}

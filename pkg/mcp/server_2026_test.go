@@ -27,9 +27,9 @@ import (
 
 const v2026 = mcp.ProtocolVersion2026
 
-// statelessProc is one "process" of a 2026-era test deployment: its own
+// proc2026 is one "process" of a 2026-era test deployment: its own
 // Server, store handle and HTTP server on a shared SQLite file.
-type statelessProc struct {
+type proc2026 struct {
 	url   string
 	store mcp.Store
 	h     *mcp.StreamableHandler
@@ -53,10 +53,10 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// newStatelessProc starts a process on dbPath with the given requestState
+// newProc2026 starts a process on dbPath with the given requestState
 // keys and clock (nil: real time). Its tools: "ask" asks for a name
 // (elicitation) with signed state and greets; "echo" echoes.
-func newStatelessProc(t *testing.T, dbPath string, keys []string, now func() time.Time) *statelessProc {
+func newProc2026(t *testing.T, dbPath string, keys []string, now func() time.Time) *proc2026 {
 	t.Helper()
 	store, err := sqlitestore.New(dbPath, nil)
 	if err != nil {
@@ -108,7 +108,7 @@ func newStatelessProc(t *testing.T, dbPath string, keys []string, now func() tim
 	h := mcp.NewStreamableHandler(srv, &mcp.StreamableOptions{LocalhostOnly: true, KeepAlive: time.Hour})
 	ts := httptest.NewServer(h)
 	t.Cleanup(func() { h.Close(); ts.Close(); store.Close() })
-	return &statelessProc{url: ts.URL, store: store, h: h}
+	return &proc2026{url: ts.URL, store: store, h: h}
 }
 
 // meta2026 is a 2026-era _meta with the given capabilities.
@@ -160,9 +160,9 @@ func call2026With(t *testing.T, client *http.Client, url, body string, hdr ...st
 	return resp.StatusCode, &r
 }
 
-func TestStatelessBadInput(t *testing.T) {
+func Test2026BadInput(t *testing.T) {
 	dir := t.TempDir()
-	p := newStatelessProc(t, filepath.Join(dir, "db"), []string{"test-key-0123456789abcdef0123456789"}, nil)
+	p := newProc2026(t, filepath.Join(dir, "db"), []string{"test-key-0123456789abcdef0123456789"}, nil)
 	c := &cluster{dbPath: filepath.Join(dir, "db")}
 	listCall := `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{` + meta2026(`{}`) + `}}`
 	echoCall := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo","arguments":{},` + meta2026(`{}`) + `}}`
@@ -240,8 +240,8 @@ func TestStatelessBadInput(t *testing.T) {
 	}
 }
 
-func TestStatelessResults(t *testing.T) {
-	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), nil, nil)
+func Test2026Results(t *testing.T) {
+	p := newProc2026(t, filepath.Join(t.TempDir(), "db"), nil, nil)
 	status, r := call2026(t, p.url, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta2026(`{}`)+`}}`, headers2026("server/discover", "")...)
 	if status != 200 || r.Error != nil {
 		t.Fatalf("discover: HTTP %d %+v", status, r)
@@ -303,9 +303,9 @@ func TestMRTRAcrossProcessesAndKeyRotation(t *testing.T) {
 	db := filepath.Join(dir, "db")
 	const oldKey, newKey = "old-key-0123456789abcdef0123456789", "new-key-0123456789abcdef0123456789"
 	clock := &fakeClock{now: time.Date(2026, 8, 1, 12, 0, 0, 0, time.UTC)}
-	a := newStatelessProc(t, db, []string{oldKey}, clock.Now)         // before rotation
-	b := newStatelessProc(t, db, []string{newKey, oldKey}, clock.Now) // during: new signs, old verifies
-	c := newStatelessProc(t, db, []string{newKey}, clock.Now)         // after: old retired
+	a := newProc2026(t, db, []string{oldKey}, clock.Now)         // before rotation
+	b := newProc2026(t, db, []string{newKey, oldKey}, clock.Now) // during: new signs, old verifies
+	c := newProc2026(t, db, []string{newKey}, clock.Now)         // after: old retired
 
 	greet := func(url, state string) (int, *rpcReply) {
 		return call2026(t, url, mrtrRetry(state), headers2026("tools/call", "ask")...)
@@ -405,8 +405,8 @@ func next(t *testing.T, ch <-chan map[string]any) map[string]any {
 
 func TestListenAcrossProcesses(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "db")
-	a := newStatelessProc(t, db, nil, nil)
-	b := newStatelessProc(t, db, nil, nil)
+	a := newProc2026(t, db, nil, nil)
+	b := newProc2026(t, db, nil, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	tools := listenStream(t, ctx, a.url, `{"toolsListChanged":true,"resourceSubscriptions":["events://orders"]}`)
@@ -489,8 +489,8 @@ func TestListenEndsBeforeDeadline(t *testing.T) {
 // and that it ends no stream of another id.
 func TestListenCancelledAcrossProcesses(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "db")
-	a := newStatelessProc(t, db, nil, nil)
-	b := newStatelessProc(t, db, nil, nil)
+	a := newProc2026(t, db, nil, nil)
+	b := newProc2026(t, db, nil, nil)
 	ctx := t.Context()
 	cancelled := listenStreamID(t, ctx, a.url, "C1", `{"toolsListChanged":true}`)
 	other := listenStreamID(t, ctx, a.url, "C2", `{"toolsListChanged":true}`)
@@ -526,12 +526,12 @@ func TestListenCancelledAcrossProcesses(t *testing.T) {
 func TestElicitBecomesMRTR(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "db")
 	const key = "shared-key-0123456789abcdef0123456789"
-	procs := []*statelessProc{newStatelessProc(t, db, []string{key}, nil), newStatelessProc(t, db, []string{key}, nil), newStatelessProc(t, db, []string{key}, nil)}
+	procs := []*proc2026{newProc2026(t, db, []string{key}, nil), newProc2026(t, db, []string{key}, nil), newProc2026(t, db, []string{key}, nil)}
 	caps := `{"elicitation":{}}`
 	body := func(id int, extra string) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"quiz","arguments":{},%s%s}}`, id, extra, meta2026(caps))
 	}
-	round := func(p *statelessProc, b string) *rpcReply {
+	round := func(p *proc2026, b string) *rpcReply {
 		t.Helper()
 		status, r := call2026(t, p.url, b, headers2026("tools/call", "quiz")...)
 		if status != 200 || r.Error != nil {
@@ -568,7 +568,7 @@ func TestElicitBecomesMRTR(t *testing.T) {
 // TestTypedToolAsks checks that a typed tool's Elicit in the 2026 era
 // becomes an input_required result, not a tool error.
 func TestTypedToolAsks(t *testing.T) {
-	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), nil, nil)
+	p := newProc2026(t, filepath.Join(t.TempDir(), "db"), nil, nil)
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"typed-ask","arguments":{},` + meta2026(`{"elicitation":{}}`) + `}}`
 	status, r := call2026(t, p.url, body, headers2026("tools/call", "typed-ask")...)
 	if status != 200 || r.Result["resultType"] != "input_required" || r.Result["inputRequests"] == nil {
@@ -582,7 +582,7 @@ func TestTypedToolAsks(t *testing.T) {
 // result instead of polling a missing session for ever.
 func TestListenBackingSession(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "db")
-	a := newStatelessProc(t, db, nil, nil)
+	a := newProc2026(t, db, nil, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ch := listenStream(t, ctx, a.url, `{"toolsListChanged":true}`)
@@ -610,7 +610,7 @@ func TestListenBackingSession(t *testing.T) {
 // retry gets an error at once, never an input_required result that the
 // retry would fail on.
 func TestStateTooLarge(t *testing.T) {
-	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), []string{"test-key-0123456789abcdef0123456789"}, nil)
+	p := newProc2026(t, filepath.Join(t.TempDir(), "db"), []string{"test-key-0123456789abcdef0123456789"}, nil)
 	body := `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"hoard","arguments":{},` + meta2026(`{"elicitation":{}}`) + `}}`
 	_, r := call2026(t, p.url, body, headers2026("tools/call", "hoard")...)
 	if r.Error == nil {
@@ -623,7 +623,7 @@ func TestStateTooLarge(t *testing.T) {
 // rather than waiting for an acknowledgement that never comes, and the
 // earlier listen stream with the earlier subscriptions goes on.
 func TestClientListenRefused(t *testing.T) {
-	p := newStatelessProc(t, filepath.Join(t.TempDir(), "db"), nil, nil)
+	p := newProc2026(t, filepath.Join(t.TempDir(), "db"), nil, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "refused", Version: "1"}, &mcp.ClientOptions{
@@ -671,7 +671,7 @@ func parkedListen(t *testing.T, ctx context.Context, url, id, filter string) {
 func TestListenAdoptsParked(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "db")
 	url, store := deadlineServer(t, db)
-	b := newStatelessProc(t, db, nil, nil)
+	b := newProc2026(t, db, nil, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	const filter = `{"toolsListChanged":true}`
@@ -734,7 +734,7 @@ func TestListenAdoptsParked(t *testing.T) {
 	// naming a request that is not a listen stream, and one naming the
 	// ended stream that it was adopted from, write nothing and end
 	// nothing; one naming its own request ends it.
-	c := newStatelessProc(t, db, nil, nil)
+	c := newProc2026(t, db, nil, nil)
 	cancelReq := func(id string) {
 		t.Helper()
 		resp, _ := testutil.PostRead(t, nil, c.url, "", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"`+id+`",`+meta2026(`{}`)+`}}`,
@@ -774,8 +774,8 @@ func TestListenAdoptsParked(t *testing.T) {
 func TestListenAdoptRace(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "db")
 	url, store := deadlineServer(t, db)
-	a := newStatelessProc(t, db, nil, nil)
-	b := newStatelessProc(t, db, nil, nil)
+	a := newProc2026(t, db, nil, nil)
+	b := newProc2026(t, db, nil, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	const filter = `{"toolsListChanged":true}`
