@@ -151,11 +151,15 @@ func (hs *heldStream) at(f func(*heldHooks) func()) {
 // source's finish).
 //
 // run's frame stays on the request's goroutine's stack while the stream
-// waits, with its callers': it holds only the loop's state (heldLoop) and
-// its wait; the steps are methods of heldLoop whose frames are gone by
-// then. Go halves a waiting goroutine's stack at a GC only if it uses
-// less than a quarter of it, so a few hundred bytes more here keep every
-// idle stream's stack at 16 KiB instead of 8 (docs/held-streams.md,
+// waits, under its callers' (net/http's, ServeHTTP's, serveGET's ...): it
+// holds only the loop's state (heldLoop) and its wait; the steps are
+// methods of heldLoop whose frames are gone by then, as the callers leave
+// what opens a stream to functions of its own (openGETStream,
+// openListenStream, openEventStream, admit, acceptPOST). The store reads
+// that open a stream grow that stack to 16 KiB; Go halves a waiting
+// goroutine's stack at a GC only if it uses less than a quarter of it
+// (with a guard of 800 bytes: under about 3.2 KiB of frames), else an
+// idle stream keeps 16 KiB of stack instead of 8 (docs/held-streams.md,
 // Memory).
 func (hs *heldStream) run(ctx context.Context) (why heldEnd) {
 	defer func() { hs.src.finish(ctx, hs.sse, why) }()
