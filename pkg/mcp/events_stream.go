@@ -504,6 +504,25 @@ var eventsStreamCapabilities = json.RawMessage(`{"extensions":{"` + EventsExtens
 // serveEventStream serves events/stream (either era) on w: a refusal as
 // a JSON-RPC error before anything is stored, else the SSE stream.
 func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) {
+	// What opens the stream is in openEventStream, whose frame is gone
+	// while the stream waits (see heldStream.run).
+	hs := h.openEventStream(w, r, ss, m)
+	if hs == nil {
+		return
+	}
+	defer h.streams.Done()
+	defer h.srv.releaseLiveness(r.Context())
+	hs.run(r.Context())
+}
+
+// openEventStream opens the events/stream of a request to
+// serveEventStream: its checks, the liveness record, the backing session,
+// the first read and the confirmation. It returns the stream to run,
+// counted in h.streams and holding the liveness record, which the caller
+// releases once it ends; nil when the request was answered otherwise.
+//
+//go:noinline
+func (h *StreamableHandler) openEventStream(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) (hs *heldStream) {
 	ctx := r.Context()
 	s := h.srv
 	era := ss.Era()
@@ -511,31 +530,39 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	var rpcErr *Error
 	if errors.As(err, &rpcErr) {
 		writeError(w, era, m.ID, rpcErr)
-		return
+		return nil
 	}
 	if err != nil {
 		h.storeFailure(ctx, w, era, m.ID, err, "opening events stream")
-		return
+		return nil
 	}
 	h.streams.Add(1)
-	defer h.streams.Done()
+	live := false // holds the liveness record
+	defer func() {
+		if hs == nil { // not opened: released here, as serveEventStream would
+			if live {
+				s.releaseLiveness(ctx)
+			}
+			h.streams.Done()
+		}
+	}()
 	owner := quotaPrincipal(r, ss.Principal())
 	err = s.allowListen(ctx, owner)
 	var quota *errListenQuota
 	if errors.As(err, &quota) {
 		writeError(w, era, m.ID, quota.refusal(s.opts.EventsErrors))
-		return
+		return nil
 	}
 	process, err := s.holdLiveness(ctx)
 	if err != nil {
 		h.storeFailure(ctx, w, era, m.ID, err, "storing the liveness record")
-		return
+		return nil
 	}
-	defer s.releaseLiveness(ctx)
+	live = true
 	hashes, err := s.store.RegistryHashes(ctx)
 	if err != nil {
 		h.storeFailure(ctx, w, era, m.ID, err, "reading registry hashes")
-		return
+		return nil
 	}
 	l, err := s.createBacking(ctx, &backing{
 		kind: "evstream", ss: ss, owner: owner, id: m.ID, filter: &SubscriptionFilter{}, process: process,
@@ -543,7 +570,7 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	})
 	if err != nil {
 		h.storeFailure(ctx, w, era, m.ID, err, "creating the events stream's backing session")
-		return
+		return nil
 	}
 	es.bell = doorbell{l}
 	// Subscribed before the first read: an event appended after it is
@@ -552,7 +579,7 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	if err != nil {
 		es.bell.close(ctx)
 		h.storeFailure(ctx, w, era, m.ID, err, "reading the event type's topic")
-		return
+		return nil
 	}
 	es.out.heartbeat = h.heartbeatEvery()
 	es.topic.lastRead = s.opts.Now()
@@ -561,11 +588,10 @@ func (h *StreamableHandler) serveEventStream(w http.ResponseWriter, r *http.Requ
 	sse.start()
 	if sse.event("", first.data) != nil {
 		es.bell.close(ctx)
-		return
+		return nil
 	}
 	es.out.lastBeat = s.opts.Now() // the confirmation: the first heartbeat is due heartbeat after it
-	hs := &heldStream{h: h, sse: sse, src: es, session: l.sess.ID(), hold: h.opts.StreamHold, watchFirst: true, hooks: h.heldHooks}
-	hs.run(ctx)
+	return &heldStream{h: h, sse: sse, src: es, session: l.sess.ID(), hold: h.opts.StreamHold, watchFirst: true, hooks: h.heldHooks}
 }
 
 // checkEventStream checks an events/stream request before anything is

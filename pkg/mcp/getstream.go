@@ -30,14 +30,33 @@ const DefaultStreamHold = 5 * time.Second
 const readBatch = 100
 
 func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, principal string) {
+	// What opens the stream is in openGETStream, whose frame is gone while the
+	// stream waits (see heldStream.run).
+	hs, sid := h.openGETStream(w, r, principal)
+	if hs == nil {
+		return
+	}
+	defer h.open.release(sid)
+	defer h.streams.Done()
+	hs.run(r.Context())
+}
+
+// openGETStream opens the GET stream of a request to serveGET: it checks the
+// request, takes over (a fresh GET stream) and writes the response's
+// head. It returns the stream to run, counted in h.open (under sid, the
+// session's ID) and h.streams, which the caller releases once it ends; nil
+// when the request was answered otherwise.
+//
+//go:noinline
+func (h *StreamableHandler) openGETStream(w http.ResponseWriter, r *http.Request, principal string) (hs *heldStream, sid string) {
 	if !accepts(r, "text/event-stream") {
 		writeError(w, Era2025, nil, refuse(errNotAcceptable, "Not Acceptable: Accept must include text/event-stream"))
-		return
+		return nil, ""
 	}
 	// One read: the session, with the head of its GET stream log.
 	ss := h.session(w, r, principal)
 	if ss == nil {
-		return
+		return nil, ""
 	}
 	stream, after, resume := getStream, int64(0), false
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
@@ -45,19 +64,24 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 		resume = true
 		if stream, after, ok = parseEventID(last); !ok {
 			writeError(w, Era2025, nil, refuse(errBadRequest, "Bad Request: malformed Last-Event-ID "+clipText(last, 128)))
-			return
+			return nil, ""
 		}
 		if stream != getStream && !h.checkResume(r.Context(), w, ss, stream, after) {
-			return
+			return nil, ""
 		}
 	}
-	if !h.open.acquire(ss.ID(), h.srv.opts.Limits.MaxStreamsPerSession, 0) {
+	sid = ss.ID()
+	if !h.open.acquire(sid, h.srv.opts.Limits.MaxStreamsPerSession, 0) {
 		writeError(w, Era2025, nil, tooMany("too many streams open for this session"))
-		return
+		return nil, ""
 	}
-	defer h.open.release(ss.ID())
 	h.streams.Add(1)
-	defer h.streams.Done()
+	defer func(id string) {
+		if hs == nil { // not opened: released here, as serveGET would
+			h.streams.Done()
+			h.open.release(id)
+		}
+	}(sid)
 	ctx := r.Context()
 	mine := int64(-1) // a POST stream being resumed has no takeover record
 	if stream == getStream && !resume {
@@ -69,14 +93,14 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 		seq, _, err := h.srv.store.Append(ctx, ss.ID(), getStream, [][]byte{takeover}, nil)
 		if err != nil {
 			h.storeFailure(ctx, w, Era2025, nil, err, "opening GET stream", "session", ss.ID())
-			return
+			return nil, ""
 		}
 		h.srv.watcher.wake(ss.ID()) // a stream of this process it takes over ends at once
 		mine = seq
 		fresh, err := h.srv.store.GetSession(ctx, ss.ID())
 		if err != nil {
 			h.storeFailure(ctx, w, Era2025, nil, err, "opening GET stream", "session", ss.ID())
-			return
+			return nil, ""
 		}
 		ss.state = fresh
 		after = fresh.Delivered
@@ -100,7 +124,7 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 			id = getEventID(after, mine, time.Now().UnixNano())
 		}
 		if sse.prime(id, h.opts.RetryInterval) != nil {
-			return
+			return nil, ""
 		}
 	}
 	// Hold policy (see StreamableOptions.StreamHold): a resumable GET
@@ -112,11 +136,11 @@ func (h *StreamableHandler) serveGET(w http.ResponseWriter, r *http.Request, pri
 		hold, idle = h.opts.StreamHold, resume
 	}
 	src := &getSource{h: h, ss: ss, stream: stream, after: after, mine: mine, fresh: true}
-	hs := &heldStream{h: h, sse: sse, src: src, hold: hold, endIdle: hold >= 0, startIdle: idle, hooks: h.heldHooks}
+	hs = &heldStream{h: h, sse: sse, src: src, hold: hold, endIdle: hold >= 0, startIdle: idle, hooks: h.heldHooks}
 	if stream == getStream {
 		hs.session = ss.ID()
 	}
-	hs.run(ctx)
+	return hs, sid
 }
 
 // getSource is the heldSource of a GET stream and of a resumed POST

@@ -149,126 +149,218 @@ func (hs *heldStream) at(f func(*heldHooks) func()) {
 
 // run serves the stream until it ends, and returns why (after the
 // source's finish).
+//
+// run's frame stays on the request's goroutine's stack while the stream
+// waits, under its callers' (net/http's, ServeHTTP's, serveGET's ...): it
+// holds only the loop's state (heldLoop) and its wait; the steps are
+// methods of heldLoop whose frames are gone by then, as the callers leave
+// what opens a stream to functions of its own (openGETStream,
+// openListenStream, openEventStream, admit, acceptPOST). The store reads
+// that open a stream grow that stack to 16 KiB; Go halves a waiting
+// goroutine's stack at a GC only if it uses less than a quarter of it
+// (with a guard of 800 bytes: under about 3.2 KiB of frames), else an
+// idle stream keeps 16 KiB of stack instead of 8 (docs/held-streams.md,
+// Memory).
 func (hs *heldStream) run(ctx context.Context) (why heldEnd) {
-	h, s := hs.h, hs.h.srv
-	now := s.opts.Now
 	defer func() { hs.src.finish(ctx, hs.sse, why) }()
 	defer metrics.HeldStream(ctx, hs.kind())()
 
 	var deadline <-chan time.Time
-	d, ok := h.streamDeadline(ctx)
+	if t := hs.deadlineTimer(ctx); t != nil {
+		defer t.Stop()
+		deadline = t.C
+	}
+	var l heldLoop // not a composite literal: its temporary would double it in the frame
+	l.start(ctx, hs)
+	defer func() { l.sw.stop() }()
+	if !l.watching && hs.watchFirst {
+		l.register()
+	}
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	// One return: with more, the defers above would not be open-coded,
+	// and their records would take room in the frame.
+loop:
+	for {
+		next, end := time.Duration(0), false
+		if next, why, end = l.step(); end {
+			break
+		}
+		timer.Reset(max(next, 0))
+		select {
+		case <-ctx.Done():
+			why = endLeft
+			break loop
+		case <-hs.h.closing:
+			why = endDeadline
+			break loop
+		case <-deadline:
+			why = endDeadline
+			break loop
+		case <-l.sw.wake:
+			l.poll = true
+		case <-timer.C:
+			if !l.timedOut() {
+				why = endLeft
+				break loop
+			}
+		}
+	}
+	return why
+}
+
+// deadlineTimer returns a timer that fires at the stream's deadline: the
+// request's (StreamableOptions.MaxStreamDuration, the Lambda deadline) or
+// the expiry of its credentials, whichever comes first; nil for none.
+//
+//go:noinline
+func (hs *heldStream) deadlineTimer(ctx context.Context) *time.Timer {
+	d, ok := hs.h.streamDeadline(ctx)
 	if exp, has := credentialsExpiry(ctx); has && (!ok || exp.Before(d)) {
 		// The credentials expire first (on the wall clock, as the
 		// Authenticator judges them): the client comes back with fresh
 		// ones.
 		d, ok = exp, true
 	}
-	if ok {
-		t := time.NewTimer(time.Until(d))
-		defer t.Stop()
-		deadline = t.C
+	if !ok {
+		return nil
 	}
-	start := now()
-	lastWrite, lastPoll, active := start, start, start
-	if hs.startIdle {
-		active = active.Add(-hs.hold)
-	}
-	idle := func(t time.Time) bool { return hs.hold >= 0 && t.Sub(active) >= hs.hold }
+	return time.NewTimer(time.Until(d))
+}
 
-	sw := &streamWatch{}
-	defer func() { sw.stop() }()
-	watching := hs.session == ""
-	register := func() bool {
-		hs.at(func(k *heldHooks) func() { return k.beforeRegister })
-		watching = true
-		sw = s.watch(ctx, hs.session, hs.hold < 0)
-		sw.busy(active.Add(hs.hold))
-		return sw.wake != nil
-	}
-	if !watching && hs.watchFirst {
-		register()
-	}
+// heldLoop is the state of one run of a held stream's loop.
+type heldLoop struct {
+	hs  *heldStream
+	ctx context.Context
+	// lastWrite is when the stream last wrote to the client (a message or
+	// a keepalive), lastPoll when it last read its source, active when it
+	// last wrote a message that makes it active (or started).
+	lastWrite, lastPoll, active time.Time
+	sw                          *streamWatch
+	watching                    bool // registered with the watcher, or polls
+	poll                        bool // read the source at the next step
+	retry                       readRetry
+}
 
-	// write writes msgs in order; false: the client left.
-	write := func(msgs []heldMsg) bool {
-		for _, m := range msgs {
-			if hs.sse.event(m.id, m.data) != nil {
-				return false
-			}
-			lastWrite = now()
-			if !m.quiet {
-				active = lastWrite
-				sw.busy(active.Add(hs.hold))
-			}
-			hs.src.wrote(m)
-			hs.at(func(k *heldHooks) func() { return k.afterWrite })
+// now is the server's clock.
+func (l *heldLoop) now() time.Time { return l.hs.h.srv.opts.Now() }
+
+// start starts the loop of hs, on ctx, and its clocks.
+//
+//go:noinline
+func (l *heldLoop) start(ctx context.Context, hs *heldStream) {
+	*l = heldLoop{hs: hs, ctx: ctx, sw: &streamWatch{}, watching: hs.session == "", poll: true}
+	start := l.now()
+	l.lastWrite, l.lastPoll, l.active = start, start, start
+	if l.hs.startIdle {
+		l.active = l.active.Add(-l.hs.hold)
+	}
+}
+
+// idle reports whether the stream is idle at t: it has a hold, and has
+// not been active for as long.
+func (l *heldLoop) idle(t time.Time) bool {
+	return l.hs.hold >= 0 && t.Sub(l.active) >= l.hs.hold
+}
+
+// register registers the stream with the watcher; false: it polls.
+func (l *heldLoop) register() bool {
+	hs := l.hs
+	hs.at(func(k *heldHooks) func() { return k.beforeRegister })
+	l.watching = true
+	l.sw = hs.h.srv.watch(l.ctx, hs.session, hs.hold < 0)
+	l.sw.busy(l.active.Add(hs.hold))
+	return l.sw.wake != nil
+}
+
+// write writes msgs in order; false: the client left.
+func (l *heldLoop) write(msgs []heldMsg) bool {
+	hs := l.hs
+	for _, m := range msgs {
+		if hs.sse.event(m.id, m.data) != nil {
+			return false
 		}
-		return true
+		l.lastWrite = l.now()
+		if !m.quiet {
+			l.active = l.lastWrite
+			l.sw.busy(l.active.Add(hs.hold))
+		}
+		hs.src.wrote(m)
+		hs.at(func(k *heldHooks) func() { return k.afterWrite })
 	}
+	return true
+}
 
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	poll := true
-	var retry readRetry
+// step runs the loop up to its next wait: it reads the source if a read
+// is due (again at once after a full batch), writes what it read, ends
+// an idle stream that ends idle, writes a keepalive when one is due and
+// registers with the watcher (then reads once more). It returns how long
+// to wait, or why the stream ends (end).
+//
+//go:noinline
+func (l *heldLoop) step() (next time.Duration, why heldEnd, end bool) {
+	hs := l.hs
+	h, s := hs.h, hs.h.srv
 	for {
-		if poll {
+		if l.poll {
 			age := s.opts.RegistryRefresh
-			if idle(now()) {
+			if l.idle(l.now()) {
 				age = max(age, idleRegistryAge)
 			}
-			b, err := hs.src.read(ctx, age)
-			lastPoll = now()
+			b, err := hs.src.read(l.ctx, age)
+			l.lastPoll = l.now()
 			hs.at(func(k *heldHooks) func() { return k.afterRead })
 			switch {
 			case err == nil:
-				retry.succeeded()
-			case ctx.Err() != nil:
-				return endLeft
+				l.retry.succeeded()
+			case l.ctx.Err() != nil:
+				return 0, endLeft, true
 			case errors.Is(err, notify.ErrNotFound):
-				return endGone
+				return 0, endGone, true
 			default:
-				s.log.WarnContext(ctx, "reading a held stream's log", "session", hs.session, "err", err)
-				retry.failed(s.opts.PollInterval, lastPoll)
+				s.log.WarnContext(l.ctx, "reading a held stream's log", "session", hs.session, "err", err)
+				l.retry.failed(s.opts.PollInterval, l.lastPoll)
 			}
-			if !write(b.msgs) {
-				return endLeft
+			if !l.write(b.msgs) {
+				return 0, endLeft, true
 			}
-			hs.src.delivered(ctx, b.more)
+			hs.src.delivered(l.ctx, b.more)
 			if b.end {
-				return endDone
+				return 0, endDone, true
 			}
 			if b.more {
 				continue
 			}
 		}
-		t := now()
-		if hs.endIdle && idle(t) {
-			return endIdle
+		t := l.now()
+		if hs.endIdle && l.idle(t) {
+			return 0, endIdle, true
 		}
-		if t.Sub(lastWrite) >= h.opts.KeepAlive {
+		if t.Sub(l.lastWrite) >= h.opts.KeepAlive {
 			if hs.sse.comment("keepalive") != nil {
-				return endLeft
+				return 0, endLeft, true
 			}
-			lastWrite = t
+			l.lastWrite = t
 		}
-		if !watching {
-			if register() {
-				poll = true
+		if !l.watching {
+			if l.register() {
+				l.poll = true
 				continue
 			}
-			t = now() // the registration may have taken a while
+			t = l.now() // the registration may have taken a while
 		}
 		// Sleep until the next of: the keepalive, the end of the hold,
 		// the next poll (without a watcher) or own check and upkeep (with
 		// one), a read retry.
-		next := h.opts.KeepAlive - t.Sub(lastWrite)
+		next = h.opts.KeepAlive - t.Sub(l.lastWrite)
 		if hs.endIdle {
-			next = min(next, hs.hold-t.Sub(active))
+			next = min(next, hs.hold-t.Sub(l.active))
 		}
 		switch {
-		case sw.wake != nil:
-			next = min(next, s.idleCheckEvery()-t.Sub(lastPoll), hs.src.upkeepIn(t))
-		case idle(t):
+		case l.sw.wake != nil:
+			next = min(next, s.idleCheckEvery()-t.Sub(l.lastPoll), hs.src.upkeepIn(t))
+		case l.idle(t):
 			// An idle stream that is not ended idle polls every
 			// RetryInterval: the delay after which an idle GET client
 			// reconnects, the same latency.
@@ -276,25 +368,20 @@ func (hs *heldStream) run(ctx context.Context) (why heldEnd) {
 		default:
 			next = min(next, s.opts.PollInterval)
 		}
-		if d, ok := retry.wait(t); ok {
+		if d, ok := l.retry.wait(t); ok {
 			next = min(next, d)
 		}
-		timer.Reset(max(next, 0))
-		select {
-		case <-ctx.Done():
-			return endLeft
-		case <-h.closing:
-			return endDeadline
-		case <-deadline:
-			return endDeadline
-		case <-sw.wake:
-			poll = true
-		case <-timer.C:
-			t := now()
-			poll = sw.wake == nil || t.Sub(lastPoll) >= s.idleCheckEvery() || retry.due(t)
-			if !poll && !write(hs.src.upkeep(ctx)) {
-				return endLeft
-			}
-		}
+		return next, 0, false
 	}
+}
+
+// timedOut runs when the wait's timer fires: it decides whether the next
+// step reads (without a watcher, at the own check, or for a read retry)
+// and otherwise does the source's upkeep. false: the client left.
+//
+//go:noinline
+func (l *heldLoop) timedOut() bool {
+	t := l.now()
+	l.poll = l.sw.wake == nil || t.Sub(l.lastPoll) >= l.hs.h.srv.idleCheckEvery() || l.retry.due(t)
+	return l.poll || l.write(l.hs.src.upkeep(l.ctx))
 }

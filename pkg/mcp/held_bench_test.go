@@ -154,7 +154,12 @@ func measureBareHeld(tb testing.TB, n int) heldMemory {
 // two goroutines per connection (the one that serves the request, which
 // runs the held-stream loop, and its background reader) along with
 // mcpush's own; live-heap counts the live objects only, without the free
-// room of their spans. docs/held-streams.md (Memory) says where it goes.
+// room of their spans. stack-KiB is the floor's (11.6-12.1 KiB on
+// 2026-12-02) as long as the frames under a waiting stream stay small
+// enough for the serving goroutine's stack to halve back to 8 KiB (see
+// heldStream.run); it was 20 KiB when they did not. Then, both eras:
+// 36.8-39.4 KiB per stream (net/http's floor 25.7-25.8). docs/held-streams.md
+// (Memory) says where it goes.
 func BenchmarkHeldStreamMemory(b *testing.B) {
 	heldclients.RaiseFileLimit()
 	const n = 2000

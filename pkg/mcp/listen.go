@@ -595,29 +595,16 @@ func (l *listenStream) close(ctx context.Context) {
 // server shuts down or nears the request's deadline (the empty listen
 // result: the client listens again).
 func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) {
-	ctx := r.Context()
-	f, bad := parseListenFilter(m.Params)
-	if bad == nil && len(f.TaskIDs) > 0 && !clientDeclaresTasks(ss) {
-		bad = missingTasksCapability("taskIds need it")
-	}
-	if bad != nil {
-		writeError(w, Era2026, m.ID, bad)
+	// What opens the stream is in openListenStream, whose frame is gone
+	// while the stream waits (see heldStream.run).
+	hs, l := h.openListenStream(w, r, ss, m)
+	if hs == nil {
 		return
 	}
+	ctx := r.Context()
 	// Close waits for the backing session's deletion too: defers run last
 	// first, so l.close runs before streams.Done.
-	h.streams.Add(1)
 	defer h.streams.Done()
-	l, err := h.srv.openListen(ctx, ss, quotaPrincipal(r, ss.Principal()), m.ID, f, h.listenTTL())
-	var quota *errListenQuota
-	if errors.As(err, &quota) {
-		writeError(w, Era2026, m.ID, quota.refusal(""))
-		return
-	}
-	if err != nil {
-		h.storeFailure(ctx, w, Era2026, m.ID, err, "opening listen stream")
-		return
-	}
 	// Last (defers run last first): once the stream is closed or parked.
 	defer h.srv.releaseLiveness(ctx)
 	parked := false
@@ -626,15 +613,55 @@ func (h *StreamableHandler) serveListen(w http.ResponseWriter, r *http.Request, 
 			l.close(ctx)
 		}
 	}()
+	parked = hs.run(ctx) == endDeadline
+}
+
+// openListenStream opens the listen stream of a request to serveListen:
+// it checks the filter, opens the backing session (openListen) and writes
+// the acknowledgement. It returns the stream to run on the listen stream
+// l, counted in h.streams and holding the liveness record, which the
+// caller releases and closes once it ends; nil when the request was
+// answered otherwise.
+//
+//go:noinline
+func (h *StreamableHandler) openListenStream(w http.ResponseWriter, r *http.Request, ss *ServerSession, m *Message) (hs *heldStream, l *listenStream) {
+	ctx := r.Context()
+	f, bad := parseListenFilter(m.Params)
+	if bad == nil && len(f.TaskIDs) > 0 && !clientDeclaresTasks(ss) {
+		bad = missingTasksCapability("taskIds need it")
+	}
+	if bad != nil {
+		writeError(w, Era2026, m.ID, bad)
+		return nil, nil
+	}
+	h.streams.Add(1)
+	defer func() {
+		if hs == nil { // not opened: released here, as serveListen would
+			h.streams.Done()
+		}
+	}()
+	l, err := h.srv.openListen(ctx, ss, quotaPrincipal(r, ss.Principal()), m.ID, f, h.listenTTL())
+	var quota *errListenQuota
+	if errors.As(err, &quota) {
+		writeError(w, Era2026, m.ID, quota.refusal(""))
+		return nil, nil
+	}
+	if err != nil {
+		h.storeFailure(ctx, w, Era2026, m.ID, err, "opening listen stream")
+		return nil, nil
+	}
 	sse := newSSEWriter(w)
 	sse.start()
 	if sse.event("", l.ack()) != nil {
-		return
+		// In serveListen's order: closed, then the liveness record.
+		l.close(ctx)
+		h.srv.releaseLiveness(ctx)
+		return nil, nil
 	}
 	// Registered before the first read (an adopted stream delivers what
 	// reached it while parked): no change between the two is missed.
-	hs := &heldStream{h: h, sse: sse, src: (*listenSource)(l), session: l.sess.ID(), hold: h.opts.StreamHold, watchFirst: true, hooks: h.heldHooks}
-	parked = hs.run(ctx) == endDeadline
+	hs = &heldStream{h: h, sse: sse, src: (*listenSource)(l), session: l.sess.ID(), hold: h.opts.StreamHold, watchFirst: true, hooks: h.heldHooks}
+	return hs, l
 }
 
 // listenSource is the heldSource of a listen stream. The 2026-07-28 era

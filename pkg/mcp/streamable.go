@@ -146,43 +146,17 @@ func (h *StreamableHandler) Close() {
 
 // ServeHTTP implements http.Handler.
 func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	cors := h.setCORS(w, r) // before any answer, so that a page can read each
-	era := requestEra(r)
-	select {
-	case <-h.closing:
-		// Shutting down: the client retries, on another process.
-		writeError(w, era, nil, &refusal{kind: errServerShutdown, msg: "Service Unavailable: the server is shutting down", retryAfter: 1})
-		return
-	default:
-	}
-	if err := h.checkOrigin(r); err != nil {
-		writeError(w, era, nil, err)
-		return
-	}
-	if r.Method == http.MethodOptions {
-		// A CORS preflight carries no credentials.
-		servePreflight(w, r, cors)
-		return
-	}
-	principal, r, err := authenticate(h.opts.Authenticator, r)
-	if err != nil {
-		authFailure(w, era, err)
-		return
-	}
-	if ok, retry := h.rate.allow(r.Context(), "req/"+quotaPrincipal(r, principal), h.srv.opts.Limits.MaxRequestsPerMinute, time.Minute); !ok {
-		writeError(w, era, nil, rateLimited(retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxRequestsPerMinute))+" requests per minute"))
-		return
-	}
-	if err := checkRepeatedHeaders(r.Header); err != nil {
-		writeError(w, era, nil, err)
+	// The checks are in admit, whose frame is gone while a held stream
+	// waits (see heldStream.run).
+	principal, r, era, ok := h.admit(w, r)
+	if !ok {
 		return
 	}
 	if wants2026(r) {
 		h.serve2026(w, r, principal)
 		return
 	}
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !supportedVersion(v) {
-		writeError(w, era, nil, refuse(errBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+" (supported: "+strings.Join(SupportedProtocolVersions, ", ")+")"))
+	if !checkVersion(w, r, era) {
 		return
 	}
 	switch r.Method {
@@ -196,6 +170,61 @@ func (h *StreamableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", corsMethods)
 		writeError(w, era, nil, refuse(errMethodNotAllowed, "Method Not Allowed: "+r.Method))
 	}
+}
+
+// admit answers a request that is refused before its era's handler: the
+// server shuts down, a Host or Origin not allowed, a CORS preflight,
+// credentials refused, over the rate limit, repeated headers. Otherwise
+// (ok) it returns the request's principal and the request with its
+// credentials (authenticate), and the request's era. It sets the CORS
+// headers of every answer.
+//
+//go:noinline
+func (h *StreamableHandler) admit(w http.ResponseWriter, r *http.Request) (principal string, _ *http.Request, era Era, ok bool) {
+	cors := h.setCORS(w, r) // before any answer, so that a page can read each
+	era = requestEra(r)
+	select {
+	case <-h.closing:
+		// Shutting down: the client retries, on another process.
+		writeError(w, era, nil, &refusal{kind: errServerShutdown, msg: "Service Unavailable: the server is shutting down", retryAfter: 1})
+		return "", nil, era, false
+	default:
+	}
+	if err := h.checkOrigin(r); err != nil {
+		writeError(w, era, nil, err)
+		return "", nil, era, false
+	}
+	if r.Method == http.MethodOptions {
+		// A CORS preflight carries no credentials.
+		servePreflight(w, r, cors)
+		return "", nil, era, false
+	}
+	principal, r, err := authenticate(h.opts.Authenticator, r)
+	if err != nil {
+		authFailure(w, era, err)
+		return "", nil, era, false
+	}
+	if ok, retry := h.rate.allow(r.Context(), "req/"+quotaPrincipal(r, principal), h.srv.opts.Limits.MaxRequestsPerMinute, time.Minute); !ok {
+		writeError(w, era, nil, rateLimited(retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxRequestsPerMinute))+" requests per minute"))
+		return "", nil, era, false
+	}
+	if err := checkRepeatedHeaders(r.Header); err != nil {
+		writeError(w, era, nil, err)
+		return "", nil, era, false
+	}
+	return principal, r, era, true
+}
+
+// checkVersion refuses a 2025-era request whose MCP-Protocol-Version is
+// not one the server supports; false: refused.
+//
+//go:noinline
+func checkVersion(w http.ResponseWriter, r *http.Request, era Era) bool {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !supportedVersion(v) {
+		writeError(w, era, nil, refuse(errBadRequest, "Bad Request: unsupported MCP-Protocol-Version "+v+" (supported: "+strings.Join(SupportedProtocolVersions, ", ")+")"))
+		return false
+	}
+	return true
 }
 
 var localhostNames = []string{"localhost", "127.0.0.1", "::1", "[::1]"}
@@ -324,10 +353,33 @@ func loneMetaVersion2026(msgs []*Message, batch bool) (string, bool) {
 }
 
 func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, principal string) {
+	// The reading and the checks are in acceptPOST, and the requests run
+	// in runPOST: their frames are not under an events/stream's while it
+	// waits (see heldStream.run).
+	ss, requests, badOut, batch := h.acceptPOST(w, r, principal)
+	if ss == nil {
+		return
+	}
+	if !batch && len(requests) == 1 && requests[0].Method == "events/stream" {
+		// A held stream: not counted with the session's requests in
+		// flight (SEP-3415), but with the principal's listen streams.
+		h.serveEventStream(w, r, ss, requests[0])
+		return
+	}
+	h.runPOST(w, r, ss, requests, badOut, batch)
+}
+
+// acceptPOST reads and checks a 2025-era POST, serves an initialize, and
+// handles its notifications and responses. It returns the session, the
+// requests to run and the error responses of invalid batch members;
+// a nil session when the POST was answered.
+//
+//go:noinline
+func (h *StreamableHandler) acceptPOST(w http.ResponseWriter, r *http.Request, principal string) (ss *ServerSession, requests []*Message, badOut [][]byte, batch bool) {
 	ctx := r.Context()
 	body, ok := h.readPOST(w, r, Era2025)
 	if !ok {
-		return
+		return nil, nil, nil, false
 	}
 	msgs, bad, batch, rpcErr := decodeBatch(body)
 	if rpcErr == nil && len(bad) > 0 && !batch {
@@ -335,7 +387,7 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 	}
 	if rpcErr != nil {
 		writeError(w, Era2025, nil, reject(rpcErr))
-		return
+		return nil, nil, nil, false
 	}
 	if v, ok := loneMetaVersion2026(msgs, batch); ok && msgs[0].Method != "initialize" && r.Header.Get("Mcp-Session-Id") == "" {
 		// A 2026-era request without the version header, or with a
@@ -345,49 +397,48 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 			msg = "Header mismatch: MCP-Protocol-Version " + hv + " differs from _meta protocolVersion " + v
 		}
 		writeError(w, Era2026, msgs[0].ID, refuse(errHeaderMismatch, msg))
-		return
+		return nil, nil, nil, false
 	}
 	for _, m := range msgs {
 		if m.Method == "initialize" {
 			if batch {
 				writeError(w, Era2025, nil, refuse(errBadRequest, "Bad Request: initialize must not be part of a batch"))
-				return
+				return nil, nil, nil, false
 			}
 			if r.Header.Get("Mcp-Session-Id") != "" {
 				writeError(w, Era2025, nil, refuse(errBadRequest, "Bad Request: initialize must not carry an Mcp-Session-Id (it starts a new session)"))
-				return
+				return nil, nil, nil, false
 			}
 			// Bad params are refused before they count against the
 			// session limits.
 			if _, err := h.srv.checkInitialize(m.Params); m.IsRequest() && err != nil {
 				h.initializeError(w, r, m, err)
-				return
+				return nil, nil, nil, false
 			}
 			// An anonymous client's session belongs to, and counts
 			// against, its address.
 			owner := quotaPrincipal(r, principal)
 			if ok, retry := h.rate.allow(r.Context(), "sessions/"+owner, h.srv.opts.Limits.MaxSessionsPerHour, time.Hour); !ok {
 				writeError(w, Era2025, nil, rateLimited(retry, "more than "+itoa(int64(h.srv.opts.Limits.MaxSessionsPerHour))+" new sessions per hour"))
-				return
+				return nil, nil, nil, false
 			}
 			if !h.allowSession(r.Context(), w, owner) {
-				return
+				return nil, nil, nil, false
 			}
 			h.serveInitialize(w, r, owner, m)
-			return
+			return nil, nil, nil, false
 		}
 	}
-	ss := h.session(w, r, principal)
+	ss = h.session(w, r, principal)
 	if ss == nil {
-		return
+		return nil, nil, nil, false
 	}
 	if batch && !version(ss.ProtocolVersion()).allowsBatch() {
 		writeError(w, Era2025, nil, refuse(errBadRequest, "Bad Request: JSON-RPC batches are not supported in protocol version "+ss.ProtocolVersion()+" (only 2025-03-26 allows them)"))
-		return
+		return nil, nil, nil, false
 	}
 	// An invalid batch member gets an error response of its own; the
 	// others are served (JSON-RPC 2.0).
-	var badOut [][]byte
 	for _, b := range bad {
 		badOut = append(badOut, (&response{id: b.id, err: b.err}).encode(Era2025))
 	}
@@ -396,7 +447,6 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 	if err := h.srv.notifyChanges(ctx, ss); err != nil {
 		h.srv.log.WarnContext(ctx, "checking registry changes", "session", ss.ID(), "err", err)
 	}
-	var requests []*Message
 	for _, m := range msgs {
 		var err error
 		switch {
@@ -412,23 +462,26 @@ func (h *StreamableHandler) servePOST(w http.ResponseWriter, r *http.Request, pr
 			if errors.As(err, &rpcErr) {
 				// Refused with its code, without its data.
 				writeError(w, Era2025, nil, &refusal{kind: errRejected, msg: rpcErr.Message, cause: rpcErr})
-				return
+				return nil, nil, nil, false
 			}
 			h.storeFailure(ctx, w, Era2025, nil, err, "handling client message", "session", ss.ID(), "method", m.Method)
-			return
+			return nil, nil, nil, false
 		}
 	}
 	h.srv.touchRequest(ctx, ss)
 	if len(requests) == 0 && len(badOut) == 0 {
 		w.WriteHeader(http.StatusAccepted)
-		return
+		return nil, nil, nil, false
 	}
-	if !batch && len(requests) == 1 && requests[0].Method == "events/stream" {
-		// A held stream: not counted with the session's requests in
-		// flight (SEP-3415), but with the principal's listen streams.
-		h.serveEventStream(w, r, ss, requests[0])
-		return
-	}
+	return ss, requests, badOut, batch
+}
+
+// runPOST runs the requests of a POST that acceptPOST accepted, and
+// answers it.
+//
+//go:noinline
+func (h *StreamableHandler) runPOST(w http.ResponseWriter, r *http.Request, ss *ServerSession, requests []*Message, badOut [][]byte, batch bool) {
+	ctx := r.Context()
 	if len(requests) > 0 {
 		if !h.inflight.acquire(ss.ID(), h.srv.opts.Limits.MaxInFlightPerSession, h.srv.opts.Limits.MaxInFlight) {
 			writeError(w, Era2025, nil, tooMany("too many requests in flight for this session or server; retry later"))
