@@ -714,7 +714,8 @@ func TestListenAdoptsParked(t *testing.T) {
 	}
 
 	// Parked again (the process shuts down) and adopted again.
-	go b.h.Close()
+	closed := make(chan struct{})
+	go func() { b.h.Close(); close(closed) }()
 	if m := next(t, second); m["id"] != "L2" || m["result"] == nil {
 		t.Fatalf("got %v, want the empty listen result on shutdown", m)
 	}
@@ -743,6 +744,9 @@ func TestListenAdoptsParked(t *testing.T) {
 			t.Fatalf("notifications/cancelled %s: HTTP %d, want 202", id, resp.StatusCode)
 		}
 	}
+	// The shutdown's own store writes (its liveness record) are done
+	// before the rows are counted.
+	<-closed
 	before := storeRows(t, sqlDB)
 	cancelReq("not-a-listen")
 	cancelReq("L2")
