@@ -375,21 +375,21 @@ func (es *eventStream) checkType(ctx context.Context) ([]heldMsg, error) {
 	if err != nil {
 		return nil, err
 	}
-	old := t.e
-	if e.Topic != old.Topic {
-		if err := es.bell.move(ctx, old.Topic, e.Topic); err != nil {
-			return nil, err
-		}
-	}
-	t.e, t.filters = e, filters
-	if e.Topic == old.Topic {
+	if e.Topic == t.e.Topic {
+		t.e, t.filters = e, filters
 		return nil, nil
+	}
+	// The type moved: the stream takes the new type only with the new
+	// topic's position, so a failure here leaves it on the old one and the
+	// next read moves it again (moving the doorbell twice is harmless).
+	if err := es.bell.move(ctx, t.e.Topic, e.Topic); err != nil {
+		return nil, err
 	}
 	head, err := s.store.TopicHead(ctx, e.Topic)
 	if err != nil {
 		return nil, err
 	}
-	t.pos = head
+	t.e, t.filters, t.pos = e, filters, head
 	return []heldMsg{es.active(true)}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -28,6 +29,12 @@ import (
 // newEventsRig is a heldRig whose server serves the Events extension,
 // with the event types items (JSON) in its registry.
 func newEventsRig(t *testing.T, items ...string) *heldRig {
+	return newEventsRigWrapped(t, nil, items...)
+}
+
+// newEventsRigWrapped is newEventsRig with the server's store wrapped by
+// wrap, if not nil.
+func newEventsRigWrapped(t *testing.T, wrap func(Store) Store, items ...string) *heldRig {
 	path := filepath.Join(t.TempDir(), "events.db")
 	st, err := sqlitestore.New(path, nil)
 	if err != nil {
@@ -37,7 +44,11 @@ func newEventsRig(t *testing.T, items ...string) *heldRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(&Implementation{Name: "events", Version: "1"}, st, &ServerOptions{PollInterval: heldPoll,
+	var served Store = st
+	if wrap != nil {
+		served = wrap(st)
+	}
+	srv := NewServer(&Implementation{Name: "events", Version: "1"}, served, &ServerOptions{PollInterval: heldPoll,
 		DynamicRegistries: true, Events: true, StateKeys: [][]byte{[]byte("events-sync-key-0123456789abcdef0123")},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	h := NewStreamableHandler(srv, &StreamableOptions{})
@@ -350,4 +361,87 @@ func TestEventStreamGapsAndChanges(t *testing.T) {
 			t.Errorf("terminated: %+v", got[len(got)-2:])
 		}
 	})
+}
+
+// headFailStore fails TopicHead for topic while armed.
+type headFailStore struct {
+	Store
+	topic string
+	armed atomic.Bool
+	fails atomic.Int64
+}
+
+func (f *headFailStore) TopicHead(ctx context.Context, topic string) (int64, error) {
+	if topic == f.topic && f.armed.Load() {
+		f.fails.Add(1)
+		return 0, notify.ErrUnavailable
+	}
+	return f.Store.TopicHead(ctx, topic)
+}
+
+// TestEventStreamMoveHeadFails: when the event type moves to another
+// topic and reading the new topic's head fails, the stream does not take
+// the new type until it has the new topic's position: once the store is
+// back it sends the fresh active (truncated) and the new topic's events,
+// never the old topic's position read against the new topic's log.
+func TestEventStreamMoveHeadFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := &headFailStore{topic: "u"}
+		r := newEventsRigWrapped(t, func(st Store) Store { fs.Store = st; return fs }, `{"name":"e","topic":"t"}`)
+		// Topic u's log is ahead of t's: positions differ between them.
+		for i := range 5 {
+			r.publish("u", fmt.Sprintf("u-before-%d", i), `{}`)
+		}
+		g := r.stream(`"name":"e"`, 0)
+		r.publish("t", "on-t", `{}`)
+		time.Sleep(heldWithin)
+		method := func(m streamMsg) string { return m.Method + " " + m.Params.EventID }
+
+		fs.armed.Store(true)
+		r.putTypes(notify.OpPut, "types-2", `{"name":"e","topic":"u"}`)
+		time.Sleep(2 * time.Second)
+		if fs.fails.Load() == 0 {
+			t.Fatalf("the move did not read the new topic's head: %+v", msgs(t, g))
+		}
+		fs.armed.Store(false)
+		// The stream looks again after the store's failure: the move's
+		// active comes, then an event published on u reaches it.
+		waited := 0
+		for ; waited < 120 && countMethod(msgs(t, g)[1:], "notifications/events/active") == 0; waited++ {
+			time.Sleep(time.Second)
+		}
+		t.Logf("the move's active came %d s after the store was back", waited)
+		r.publish("u", "on-u", `{}`)
+		time.Sleep(heldWithin)
+		got := msgs(t, g)
+		var actives, onU int
+		for _, m := range got[1:] {
+			var meta struct {
+				MessageID string `json:"mcpush/messageId"`
+			}
+			json.Unmarshal(m.Params.Meta, &meta)
+			switch {
+			case m.Method == "notifications/events/active":
+				actives++
+			case strings.HasPrefix(meta.MessageID, "u-before"):
+				t.Errorf("an event from before the move: %s (%s)", method(m), meta.MessageID)
+			case m.Params.EventID == EventID("e", "on-u"):
+				onU++
+			}
+		}
+		if actives != 1 || onU != 1 {
+			t.Errorf("after the move: %d actives and %d on-u, want 1 and 1", actives, onU)
+		}
+	})
+}
+
+// countMethod counts the messages of method in ms.
+func countMethod(ms []streamMsg, method string) int {
+	n := 0
+	for _, m := range ms {
+		if m.Method == method {
+			n++
+		}
+	}
+	return n
 }
