@@ -42,6 +42,11 @@ const (
 // ProtocolVersions2026 are the versions of the 2026 era, newest first.
 var ProtocolVersions2026 = []string{ProtocolVersion2026}
 
+// StatelessProtocolVersions is ProtocolVersions2026's former name.
+//
+// Deprecated: use [ProtocolVersions2026].
+var StatelessProtocolVersions = ProtocolVersions2026
+
 // AllProtocolVersions are every version the server speaks, newest first:
 // what server/discover and UnsupportedProtocolVersion errors list.
 func AllProtocolVersions() []string {

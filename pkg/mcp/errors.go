@@ -153,6 +153,15 @@ var (
 	// Err2026Only reports a feature of the 2026 era used while
 	// serving a 2025-era session.
 	Err2026Only = errors.New("mcp: only 2026-era requests support this")
+
+	// ErrStatelessRequest is Err2026Request's former name.
+	//
+	// Deprecated: use [Err2026Request].
+	ErrStatelessRequest = Err2026Request
+	// ErrStatelessOnly is Err2026Only's former name.
+	//
+	// Deprecated: use [Err2026Only].
+	ErrStatelessOnly = Err2026Only
 )
 
 // Errors of the client.

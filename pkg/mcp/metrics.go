@@ -13,7 +13,8 @@ import (
 // streams by heldStream.run (held.go).
 
 // kind is the metrics kind of the held stream: a 2025-era GET stream, a
-// resumed POST response stream, or a 2026-era listen stream.
+// resumed POST response stream, or a listen stream: a 2026-era
+// subscriptions/listen, or an events/stream of either era.
 func (hs *heldStream) kind() metrics.StreamKind {
 	switch src := hs.src.(type) {
 	case *listenSource, *eventStream:

@@ -22,7 +22,8 @@ import (
 // whatever it backs (a session's logging level, a listen stream's backing
 // session, a process's liveness record); touch, touchRequest and
 // touchWithin move a session's idle expiry. Backing sessions are created
-// in listen.go and events_stream.go, liveness records in liveness.go;
+// by createBacking (listen.go) for listen streams and events streams alike,
+// liveness records in liveness.go;
 // sessions end in streamable.go (DELETE) and sessionquota.go
 // (reclaiming).
 

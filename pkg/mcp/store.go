@@ -23,3 +23,9 @@ type Store interface {
 	notify.TopicHeads       // events/poll from now
 	notify.WebhookStore     // events/subscribe, events/unsubscribe
 }
+
+// WebhookStore is the store's webhook subscriptions, now declared once in
+// pkg/notify (it also lists TopicWebhooks, which the delivery reads).
+//
+// Deprecated: use [notify.WebhookStore].
+type WebhookStore = notify.WebhookStore

@@ -230,7 +230,7 @@ type StreamKind string
 const (
 	StreamGet    StreamKind = "get"    // a 2025-era GET stream
 	StreamResume StreamKind = "resume" // a resumed POST response stream
-	StreamListen StreamKind = "listen" // a 2026-era events/stream or subscriptions/listen
+	StreamListen StreamKind = "listen" // a 2026-era subscriptions/listen, or an events/stream of either era
 )
 
 // HeldStream counts a held stream of kind k as open, and returns the
