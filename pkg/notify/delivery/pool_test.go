@@ -446,3 +446,42 @@ func TestRefreshDuringBacklog(t *testing.T) {
 		t.Errorf("received %v\nwant     %v", got, want)
 	}
 }
+
+// TestStaleLeaseHint: a fan-out read the subscription while another task
+// held its lease, and that task has released it since (it delivered the
+// previous event, then wrote its release). The subscription task made
+// from that page delivers now: it does not wait for the lease the stale
+// record shows (Lease: the timeout + 10 s, past TestPoolIsolation's 10 s
+// on a loaded machine).
+func TestStaleLeaseHint(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	q := &memQueue{}
+	rc := newRecorder(t, nil)
+	origins, err := webhook.ParseAllow(rc.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &poolRig{st: st, keys: [][]byte{[]byte("delivery-stale-test-key-0123456789ab")}}
+	r.sealer, _ = notify.NewSealer(r.keys, notify.WebhookSealLabel)
+	e, err := New(Options{Store: st.(Store), Queue: q, Sender: webhook.NewSender(webhook.Policy{Allow: origins}), Sealer: r.sealer, CursorKey: r.keys[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.subscribe(t, "stale", 1, rc.srv.URL)[0]
+	ev, _, err := st.AppendTopicEvent(ctx, "orders", "m1", time.Now(), json.RawMessage(`{"n":"1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hint, err := st.(Store).GetWebhook(ctx, "orders", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hint.LeaseUntil = time.Now().Add(e.o.Lease) // as the page read it; the store's record is free
+	if _, err := e.Handle(ctx, Task{Kind: KindSubscription, Topic: "orders", ID: id, Seq: ev.Seq, sub: hint, event: &ev}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rc.events(id); len(got) != 1 {
+		t.Errorf("delivered %d events, want 1 (held: %+v)", len(got), q.Held())
+	}
+}

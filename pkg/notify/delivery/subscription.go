@@ -29,6 +29,13 @@ type claim struct {
 // deliver runs a subscription task: claim, deliver in order, release.
 func (e *Engine) deliver(ctx context.Context, t Task, c *Counts) error {
 	w := t.sub
+	if w != nil && w.LeaseUntil.After(e.o.Now()) {
+		// The hint (a fan-out's page) shows a lease, which the task that
+		// held it may have released since, having delivered the event
+		// before this one: read the record rather than wait for the
+		// lease to end.
+		w = nil
+	}
 	if w == nil {
 		var err error
 		if w, err = e.o.Store.GetWebhook(ctx, t.Topic, t.ID); err != nil {
